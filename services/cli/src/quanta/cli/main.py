@@ -1,0 +1,32 @@
+"""`quanta <command>`: one entry point; each role's module defines its own
+arguments (`configure(parser)`) and runs (`run(args) -> exit code`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one-line help). Modules load lazily: `quanta query`
+# never imports the web stack, `quanta gateway` never imports HDT.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "query": ("quanta.engine.cli", "run a query in-process, suspending and resuming every quantum"),
+    "load": ("quanta.loader.cli", "turn RDF dumps into an indexed HDT file"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="quanta", description="Preemptive SPARQL query service.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = argv[0] if argv and argv[0] in COMMANDS else None
+    for name, (module, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            importlib.import_module(module).configure(sub)
+    args = parser.parse_args(argv)
+    return int(importlib.import_module(COMMANDS[args.command][0]).run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""SPARQL front end: from rdflib's algebra to the engine's plan pieces."""

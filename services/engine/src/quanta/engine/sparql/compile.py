@@ -1,0 +1,217 @@
+"""Compile rdflib's SPARQL algebra into a preemptable physical plan.
+
+The server fragment: BGP, multiset UNION, FILTER over pure expressions,
+BIND, VALUES, SELECT projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1).
+Anything else is refused with UnsupportedQuery naming the operator the smart
+client must run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rdflib.paths import Path
+from rdflib.term import BNode, Node, Variable
+
+from quanta.engine.context import Context, TermTable
+from quanta.engine.errors import UnsupportedQuery
+from quanta.engine.operators import Extend, Scan, Slice, Union, Values
+from quanta.engine.plan import ASK, SELECT, Plan
+from quanta.engine.quantum import Quantum
+from quanta.engine.sparql import expressions
+from quanta.engine.sparql.parse import ParsedQuery, parse
+from quanta.engine.sparql.planner import Component, plan_join
+from quanta.engine.storage import TripleStore
+from quanta.engine.terms import from_rdflib
+from quanta.plan.v1 import plan_pb2 as pb
+
+# algebra node -> the operator to name when refusing it
+CLIENT_SIDE = {
+    "LeftJoin": "OPTIONAL",
+    "Minus": "MINUS",
+    "Distinct": "DISTINCT",
+    "OrderBy": "ORDER BY",
+    "Group": "GROUP BY",
+    "AggregateJoin": "aggregates",
+    "Graph": "GRAPH",
+    "ServiceGraphPattern": "SERVICE",
+    "Project": "subquery",
+    "Slice": "subquery",
+    "Reduced": "subquery",
+    "ConstructQuery": "CONSTRUCT",
+    "DescribeQuery": "DESCRIBE",
+}
+
+
+def compile_query(text: str, store: TripleStore) -> Plan:
+    """Parse (shape-cached) and compile a query against a dataset."""
+    return Compiler(parse(text), store).compile()
+
+
+@dataclass
+class Compiler:
+    parsed: ParsedQuery
+    store: TripleStore
+    names: list[str] = field(default_factory=list)
+    slots: dict[Node, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.terms = TermTable(self.store)
+        self.ctx = Context(self.store, Quantum(None), self.terms, 0)
+
+    # -- variables and terms --
+
+    def slot(self, var: Node) -> int:
+        slot = self.slots.get(var)
+        if slot is None:
+            slot = self.slots[var] = len(self.names)
+            self.names.append(str(var) if isinstance(var, Variable) else f"_:{var}")
+        return slot
+
+    def term(self, node: Node) -> int:
+        return self.terms.intern(from_rdflib(self.parsed.constant(node)))
+
+    # -- query forms and modifiers --
+
+    def compile(self) -> Plan:
+        query = self.parsed.algebra.algebra
+        if query.name in CLIENT_SIDE:
+            raise UnsupportedQuery(CLIENT_SIDE[query.name])
+        if query.get("datasetClause"):
+            raise UnsupportedQuery("FROM", "the service has one default graph per dataset")
+        node, skip, limit = query.p, 0, None
+        if node.name == "Slice":
+            skip, limit, node = node.start or 0, node.length, node.p
+        if node.name == "Reduced":  # REDUCED allows keeping every duplicate
+            node = node.p
+        projection: list[Variable] = []
+        if node.name == "Project":
+            projection, node = list(node.PV), node.p
+        root = self.pattern(node, frozenset()).operator
+        form = SELECT
+        if query.name == "AskQuery":
+            form, skip, limit, projection = ASK, 0, 1, []
+        if skip or limit is not None:
+            root = Slice(self.ctx, root, skip, limit)
+        slots = [self.slot(var) for var in projection]
+        self.ctx.width = len(self.names)
+        return Plan.compiled(self.ctx, root, self.names, slots, form)
+
+    # -- graph patterns --
+
+    def pattern(self, node: Any, bound: frozenset[int]) -> Component:
+        """Compile a graph pattern evaluated under bindings of `bound` slots."""
+        name = node.name
+        if name in ("BGP", "Join", "Filter"):
+            return self.group(node, bound)
+        if name == "Union":
+            branches = [self.pattern(b, bound) for b in _union_branches(node)]
+            certain = frozenset.intersection(*(b.certain for b in branches))
+            return Component(
+                Union(self.ctx, [b.operator for b in branches]),
+                estimate=sum(b.estimate for b in branches),
+                variables=frozenset().union(*(b.variables for b in branches)),
+                certain=certain,
+            )
+        if name == "Extend":
+            inner = self.pattern(node.p, bound)
+            slot = self.slot(node.var)
+            expr = expressions.to_proto(node.expr, self.scope(node.p))
+            return Component(
+                Extend(self.ctx, inner.operator, slot, expr),
+                inner.estimate,
+                inner.variables | {slot},
+                inner.certain,
+            )
+        if name == "ToMultiSet":
+            return self.values(node.p)
+        if name == "values":
+            return self.values(node)
+        raise UnsupportedQuery(CLIENT_SIDE.get(name, name))
+
+    def group(self, node: Any, bound: frozenset[int]) -> Component:
+        """A join group: its triple patterns and sub-patterns, and its FILTERs
+        (placed by the planner as soon as their variables are bound)."""
+        parts: list[Any] = []
+        filters: list[tuple[pb.Expr, frozenset[int]]] = []
+        triples: list[tuple[Node, Node, Node]] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.name == "Join":
+                stack += [n.p2, n.p1]
+            elif n.name == "BGP":
+                triples += n.triples
+            elif n.name == "Filter":
+                if n.expr.name != "TrueFilter":
+                    expr = expressions.to_proto(n.expr, self.scope(n.p))
+                    filters.append((expr, frozenset(expressions.variables(expr))))
+                stack.append(n.p)
+            else:
+                parts.append(n)
+        components = [self.triple(t) for t in triples]
+        if any(c is None for c in components):
+            return Component(Values(self.ctx, [], []), 0, frozenset(), frozenset())  # a constant the data lacks
+        comps: list[Component] = [c for c in components if c is not None]
+        comps += [self.pattern(p, bound) for p in parts]
+        if not comps:
+            comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
+        return plan_join(self.ctx, comps, filters, bound)
+
+    def triple(self, triple: tuple[Node, Node, Node]) -> Component | None:
+        codes = []
+        constants = []
+        for term in triple:
+            if isinstance(term, Path):
+                raise UnsupportedQuery("property path")
+            if isinstance(term, Variable | BNode):
+                codes.append(self.slot(term) << 1 | 1)
+                constants.append(0)
+            else:
+                gid = self.term(term)
+                if gid <= 0:
+                    return None
+                codes.append(gid << 1)
+                constants.append(gid)
+        s, p, o = constants
+        scan = Scan(self.ctx, (codes[0], codes[1], codes[2]))
+        variables = frozenset(scan.variables())
+        return Component(scan, self.store.estimate(s, p, o), variables, variables)
+
+    def values(self, node: Any) -> Component:
+        variables: list[Variable] = []
+        for row in node.res:
+            variables += [v for v in row if v not in variables]
+        slots = [self.slot(v) for v in variables]
+        rows = [
+            tuple(0 if row.get(v, "UNDEF") == "UNDEF" else self.term(row[v]) for v in variables) for row in node.res
+        ]
+        certain = frozenset(s for i, s in enumerate(slots) if all(r[i] for r in rows))
+        return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
+
+    def scope(self, node: Any) -> ExpressionScope:
+        return ExpressionScope(self, frozenset(node._vars))
+
+
+@dataclass(frozen=True)
+class ExpressionScope:
+    """Variables an expression sees: those of its group; others are unbound."""
+
+    compiler: Compiler
+    visible: frozenset[Variable]
+
+    def slot(self, var: Variable) -> int | None:
+        return self.compiler.slot(var) if var in self.visible else None
+
+    def term(self, node: Node) -> int:
+        return self.compiler.term(node)
+
+
+def _union_branches(node: Any) -> list[Any]:
+    if node.name != "Union":
+        return [node]
+    return _union_branches(node.p1) + _union_branches(node.p2)
+
+
+__all__ = ["Compiler", "compile_query"]
