@@ -18,19 +18,17 @@ Mapping = tuple[int, ...]
 class TermTable:
     """Terms by global id. Dictionary terms come from the store; terms outside
     it (query constants the data lacks, values computed by BIND) get negative
-    ids: -1 is `extra[0]`."""
+    ids: -1 is `extra[0]`. Ids never change once given (expressions cache
+    them), so a table only grows; a pooled plan's table is dropped when large."""
 
     def __init__(self, store: TripleStore, extra: list[str] | None = None) -> None:
         self.store = store
-        self._nodes: dict[int, Node] = {}  # dictionary terms, decoded once
-        self.reset_extra(extra or [])
-
-    def reset_extra(self, extra: list[str]) -> None:
-        """Replace the extra terms (a pooled plan resumed with another state)."""
-        self.extra = []
+        self.extra: list[str] = []
         self._extra_ids: dict[str, int] = {}
-        self._extra_nodes: dict[int, Node] = {}
-        for term in extra:
+        self._nodes: dict[int, Node] = {}
+        self._fixed = 0
+        self._restored: list[int] = []
+        for term in extra or ():
             self._add_extra(term)
 
     def _add_extra(self, term: str) -> int:
@@ -53,13 +51,27 @@ class TermTable:
 
     def node(self, gid: int) -> Node:
         """The rdflib term of an id, decoded once (FILTERs compare values)."""
-        cache = self._nodes if gid > 0 else self._extra_nodes
-        node = cache.get(gid)
+        node = self._nodes.get(gid)
         if node is None:
             node = to_rdflib(self.string(gid))
-            if len(cache) < 200_000:
-                cache[gid] = node
+            if len(self._nodes) < 200_000:
+                self._nodes[gid] = node
         return node
+
+    def restore_terms(self, fixed: int, terms: list[str]) -> None:
+        """Before loading a saved state: the state numbers its own terms after
+        the plan's `fixed` ones; map them to this table's ids."""
+        self._fixed = fixed
+        self._restored = [self.intern(term) for term in terms]
+
+    def restored(self, gid: int) -> int:
+        """This table's id for an id read from a saved state."""
+        if gid >= -self._fixed:
+            return gid
+        index = -gid - self._fixed - 1
+        if index >= len(self._restored):
+            raise ValueError(f"saved state refers to unknown term {gid}")
+        return self._restored[index]
 
     def saver(self, fixed: int) -> TermSaver:
         return TermSaver(self, fixed)
@@ -101,5 +113,5 @@ class Context:
     width: int  # number of variable slots
 
     def widen(self, values: list[int] | tuple[int, ...]) -> Mapping:
-        """A saved (trimmed) mapping back to full width."""
+        """A trimmed mapping back to full width."""
         return tuple(values) + (0,) * (self.width - len(values))

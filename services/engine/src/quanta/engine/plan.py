@@ -23,6 +23,8 @@ from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
 
+MAX_POOLED_TERMS = 10_000  # computed terms a pooled plan may keep in memory
+
 SELECT = pb.QUERY_FORM_SELECT
 ASK = pb.QUERY_FORM_ASK
 
@@ -79,16 +81,15 @@ class Plan:
             )
         physical = _physical_plan(msg.plan)
         width = len(physical.variables)
-        extra = [*physical.extra_terms, *msg.state_terms]
         pooled = POOL.take(store, msg.plan)
         try:
             if pooled:
                 ctx, root = pooled
                 ctx.quantum = quantum
-                ctx.terms.reset_extra(extra)
             else:
-                ctx = Context(store, quantum, TermTable(store, extra), width)
+                ctx = Context(store, quantum, TermTable(store, list(physical.extra_terms)), width)
                 root = build(physical.root, ctx)
+            ctx.terms.restore_terms(len(physical.extra_terms), list(msg.state_terms))
             state = iter(msg.state)
             root.load_state(state)
             if next(state, None) is not None:
@@ -102,8 +103,10 @@ class Plan:
 
 
     def release(self) -> None:
-        """Done with this quantum: leave the operator tree for the next one."""
-        POOL.give(self.ctx.store, self.description, self.ctx, self.root)
+        """Done with this quantum: leave the operator tree for the next one
+        (unless its term table has grown large: start afresh then)."""
+        if len(self.ctx.terms.extra) <= MAX_POOLED_TERMS:
+            POOL.give(self.ctx.store, self.description, self.ctx, self.root)
 
 
 class PlanPool:

@@ -41,15 +41,8 @@ def json_bindings(head: Sequence[str], rows: Iterable[Row]) -> list[dict[str, di
 
 
 def nt_term(term: str) -> str:
-    """N-Triples syntax (TSV cells)."""
-    if term.startswith('"'):
-        lexical, lang, datatype = split_literal(term)
-        quoted = '"' + lexical.translate(_NT_ESCAPES) + '"'
-        return f"{quoted}@{lang}" if lang else f"{quoted}^^<{datatype}>" if datatype else quoted
-    return term if term.startswith("_:") else f"<{term}>"
-
-
-_NT_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+    """N-Triples syntax (TSV cells): the dictionary's own, but for IRIs."""
+    return term if term.startswith(('"', "_:")) else f"<{term}>"
 
 
 def plain_term(term: str) -> str:

@@ -1,12 +1,14 @@
 """RDF terms in the dictionary's string syntax, and their rdflib and SPARQL-results forms.
 
-HDT dictionaries hold IRIs bare (`http://x`), literals quoted with an optional
-`@lang` or `^^<datatype>` suffix and no escaping inside the quotes, and blank
-nodes as `_:label`. The engine works on integer ids; strings only appear when
-a FILTER needs a value or a result is written out.
+The dictionaries written by the loader (the Rust `hdt` crate) hold IRIs bare
+(`http://x`), literals in N-Triples syntax (escaped, lowercase language tag,
+no `^^xsd:string`), and blank nodes as `_:label`. The engine works on integer
+ids; strings only appear when a FILTER needs a value or a result is written.
 """
 
 from __future__ import annotations
+
+import re
 
 import rdflib
 from rdflib.term import BNode, Literal, Node, URIRef
@@ -19,10 +21,35 @@ XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
 
+_ESCAPE = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f]')
+_UNESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
+_ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+
+
+def escape_lexical(lexical: str) -> str:
+    """N-Triples string escaping, as the dictionary stores lexical forms."""
+    if not _NEEDS_ESCAPE.search(lexical):
+        return lexical
+    return _NEEDS_ESCAPE.sub(lambda m: _ESCAPE.get(m.group(), f"\\u{ord(m.group()):04X}"), lexical)
+
+
+def unescape_lexical(text: str) -> str:
+    if "\\" not in text:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1) or match.group(2)
+        return chr(int(code, 16)) if code else _ECHAR.get(match.group(3), match.group(0))
+
+    return _UNESCAPE.sub(one, text)
+
+
 def split_literal(term: str) -> tuple[str, str | None, str | None]:
-    """'"abc"@en' -> ('abc', 'en', None); '"1"^^<dt>' -> ('1', None, 'dt')."""
+    """'"abc"@en' -> ('abc', 'en', None); '"1"^^<dt>' -> ('1', None, 'dt').
+    The lexical form comes back unescaped."""
     end = term.rfind('"')
-    lexical = term[1:end]
+    lexical = unescape_lexical(term[1:end])
     rest = term[end + 1 :]
     if rest.startswith("@"):
         return lexical, rest[1:], None
@@ -43,12 +70,12 @@ def to_rdflib(term: str) -> Node:
 
 def from_rdflib(node: Node) -> str:
     if isinstance(node, Literal):
-        lexical = str(node)
+        quoted = f'"{escape_lexical(str(node))}"'
         if node.language:
-            return f'"{lexical}"@{node.language}'
+            return f"{quoted}@{node.language.lower()}"
         if node.datatype is not None and str(node.datatype) != XSD_STRING:
-            return f'"{lexical}"^^<{node.datatype}>'
-        return f'"{lexical}"'
+            return f"{quoted}^^<{node.datatype}>"
+        return quoted
     if isinstance(node, BNode):
         return f"_:{node}"
     return str(node)

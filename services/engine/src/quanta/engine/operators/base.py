@@ -72,7 +72,8 @@ def load_mapping(state: State, ctx: Context) -> Mapping | None:
         return None
     if n > ctx.width:
         raise ValueError("saved mapping is wider than the plan")
-    return ctx.widen([next(state) for _ in range(n)])
+    restored = ctx.terms.restored
+    return ctx.widen([restored(next(state)) for _ in range(n)])
 
 
 def load_count(state: State, limit: int | None = None) -> int:

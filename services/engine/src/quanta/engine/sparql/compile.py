@@ -191,7 +191,7 @@ class Compiler:
         return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
 
     def scope(self, node: Any) -> ExpressionScope:
-        return ExpressionScope(self, frozenset(node._vars))
+        return ExpressionScope(self, frozenset(in_scope(node)))
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,25 @@ class ExpressionScope:
 
     def term(self, node: Node) -> int:
         return self.compiler.term(node)
+
+
+def in_scope(node: Any) -> set[Node]:
+    """Variables a graph pattern may bind (its expressions see only these).
+    rdflib's own `_vars` annotation misses VALUES."""
+    name = node.name
+    if name == "BGP":
+        return {t for triple in node.triples for t in triple if isinstance(t, Variable | BNode)}
+    if name in ("Join", "Union", "LeftJoin", "Minus"):
+        return in_scope(node.p1) | (set() if name == "Minus" else in_scope(node.p2))
+    if name == "Extend":
+        return in_scope(node.p) | {node.var}
+    if name == "ToMultiSet":
+        return in_scope(node.p)
+    if name == "values":
+        return {var for row in node.res for var in row}
+    if "p" in node:
+        return in_scope(node.p)
+    return set(node.get("_vars") or ())
 
 
 def _union_branches(node: Any) -> list[Any]:

@@ -73,9 +73,9 @@ DATETIME_RE = re.compile(
 )
 DATE_RE = re.compile(r"(-?(?:[1-9][0-9]{3,}|0[0-9]{3}))-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])" + _TZ)
 
-# Decimal arithmetic: exact for + - *, and 18 fractional digits for
-# division (XPath leaves the precision to the implementation; this is
-# Oxigraph's, so the two agree).
+# Decimal arithmetic: sums are exact; products and quotients keep 18
+# fractional digits, truncated (XPath leaves the precision to the
+# implementation; this is Oxigraph's, so the two agree).
 DECIMALS = Context(prec=200, Emax=10**6, Emin=-(10**6))
 _QUANTUM = Decimal(1).scaleb(-18)
 
@@ -242,7 +242,7 @@ def _decode(lex: str, dt: str) -> tuple[int, object]:
         return INTEGER, i
     if dt == XSD_DECIMAL:
         return (DECIMAL, Decimal(lex)) if DECIMAL_RE.fullmatch(lex) else (ILL, lex)
-    if dt == XSD_DOUBLE or dt == XSD_FLOAT:
+    if dt in (XSD_DOUBLE, XSD_FLOAT):
         f = parse_double(lex)
         if f is None:
             return ILL, lex
@@ -251,7 +251,7 @@ def _decode(lex: str, dt: str) -> tuple[int, object]:
         if lex in ("true", "1"):
             return BOOLEAN, True
         return (BOOLEAN, False) if lex in ("false", "0") else (ILL, lex)
-    if dt == XSD_DATETIME or dt == XSD_DATE:
+    if dt in (XSD_DATETIME, XSD_DATE):
         value = parse_datetime(lex) if dt == XSD_DATETIME else parse_date(lex)
         if value is None:
             return ILL, lex
@@ -374,7 +374,7 @@ def ebv(v: Value | None) -> bool | None:
         kind = v.kind
         if kind == BOOLEAN:
             return v.val  # type: ignore[return-value]
-        if kind == STRING or kind == LANG:
+        if kind in (STRING, LANG):
             return v.lex != ""
         if INTEGER <= kind <= DOUBLE:
             return not (v.val == 0 or v.val != v.val)
@@ -427,7 +427,7 @@ def equal(a: Value, b: Value) -> bool | None:
             return a.lex == b.lex and a.lang.lower() == b.lang.lower()  # type: ignore[union-attr]
         if ka == BOOLEAN:
             return a.val == b.val
-        if ka == DATETIME or ka == DATE:
+        if ka in (DATETIME, DATE):
             order = compare_datetimes(a.val, b.val)  # type: ignore[arg-type]
             return None if order is None else order == 0
     if ka <= OTHER or kb <= OTHER:
@@ -453,10 +453,10 @@ def compare(a: Value, b: Value) -> int | None:
         return -1 if x < y else (1 if x > y else 0)  # type: ignore[operator]
     if ka != kb:
         return None
-    if ka == STRING or ka == BOOLEAN:
+    if ka in (STRING, BOOLEAN):
         x, y = a.val, b.val
         return -1 if x < y else (1 if x > y else 0)  # type: ignore[operator]
-    if ka == DATETIME or ka == DATE:
+    if ka in (DATETIME, DATE):
         return compare_datetimes(a.val, b.val)  # type: ignore[arg-type]
     return None
 
@@ -490,17 +490,21 @@ def arithmetic(op: str, a: Value, b: Value) -> Lit:
     if op == "/":
         if y == 0:
             raise ExprError("division by zero")
-        q = DECIMALS.divide(Decimal(x), Decimal(y))  # type: ignore[arg-type]
-        if q.as_tuple().exponent < -18:  # type: ignore[operator]
-            q = q.quantize(_QUANTUM, rounding=ROUND_DOWN, context=DECIMALS)
-        return decimal(q)
+        return decimal(_truncate(DECIMALS.divide(Decimal(x), Decimal(y))))  # type: ignore[arg-type]
     if kind == INTEGER:
         return integer(x + y if op == "+" else x - y if op == "-" else x * y)  # type: ignore[operator]
     if op == "+":
         return decimal(DECIMALS.add(x, y))  # type: ignore[arg-type]
     if op == "-":
         return decimal(DECIMALS.subtract(x, y))  # type: ignore[arg-type]
-    return decimal(DECIMALS.multiply(x, y))  # type: ignore[arg-type]
+    return decimal(_truncate(DECIMALS.multiply(x, y)))  # type: ignore[arg-type]
+
+
+def _truncate(d: Decimal) -> Decimal:
+    """At most 18 fractional digits for products and quotients."""
+    if d.as_tuple().exponent < -18:  # type: ignore[operator]
+        return d.quantize(_QUANTUM, rounding=ROUND_DOWN, context=DECIMALS)
+    return d
 
 
 def _float_divide(x: float, y: float) -> float:

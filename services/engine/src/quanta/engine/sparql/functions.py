@@ -534,11 +534,11 @@ def cast_string(v: Value) -> Lit:
         return string(str(n.val))
     if kind == DECIMAL:
         return string(format_decimal(n.val))  # type: ignore[arg-type]
-    if kind == DOUBLE or kind == FLOAT:
+    if kind in (DOUBLE, FLOAT):
         return string(format_double(n.val, single=kind == FLOAT))  # type: ignore[arg-type]
     if kind == BOOLEAN:
         return string("true" if n.val else "false")
-    if kind == DATETIME or kind == DATE:
+    if kind in (DATETIME, DATE):
         return string(format_datetime(n.val, with_time=kind == DATETIME))  # type: ignore[arg-type]
     return string(n.lex)
 

@@ -20,6 +20,7 @@ from rdflib.plugins.sparql.parser import parseQuery
 from rdflib.term import Literal, Node, URIRef
 
 from quanta.engine.errors import QuerySyntaxError
+from quanta.engine.terms import unescape_lexical
 
 PLACEHOLDER_IRI = "urn:quanta:constant:"
 PLACEHOLDER_STRING = "quanta-constant-"
@@ -35,8 +36,6 @@ _TOKENS = re.compile(
     re.VERBOSE,
 )
 _DECLARATION = re.compile(r"(?:PREFIX\s+[^\s:]*:|BASE)\s*$", re.IGNORECASE)
-_ESCAPES = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
-_ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +52,10 @@ class ParsedQuery:
         return node
 
 
-def _unescape(text: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match.group(1) or match.group(2)
-        return chr(int(code, 16)) if code else _ECHAR.get(match.group(3), match.group(0))
-
-    return _ESCAPES.sub(one, text)
-
-
 def normalize(text: str) -> tuple[str, dict[str, str]]:
     """Replace constants by placeholders. IRIs stay when they are declarations
     (PREFIX, BASE), function names (followed by '('), datatypes ('^^') or
-    relative."""
+    relative; strings stay when they are typed literals."""
     constants: dict[str, str] = {}
     out: list[str] = []
     last = 0
@@ -77,12 +68,14 @@ def normalize(text: str) -> tuple[str, dict[str, str]]:
             if ":" not in iri or after.startswith("(") or before.endswith("^^") or _DECLARATION.search(before):
                 continue
             placeholder = f"{PLACEHOLDER_IRI}{len(constants)}"
-            constants[placeholder] = _unescape(iri)
+            constants[placeholder] = unescape_lexical(iri)
             replacement = f"<{placeholder}>"
         elif kind == "string":
+            if text[end:].lstrip().startswith("^^"):
+                continue  # rdflib converts typed values while parsing: keep them
             quote = 3 if token[:3] in ('"""', "'''") else 1
             placeholder = f"{PLACEHOLDER_STRING}{len(constants)}"
-            constants[placeholder] = _unescape(token[quote:-quote])
+            constants[placeholder] = unescape_lexical(token[quote:-quote])
             replacement = f'"{placeholder}"'
         else:
             continue

@@ -73,11 +73,32 @@ class HdtStore:
         return self._so_gid(term) or self.nb_terms + pid
 
     def _so_gid(self, term: str) -> int:
-        sid = self.doc.convert_term(term, SUBJECT)
+        sid = self._term_id(term, SUBJECT)
         if sid:
             return sid
-        oid = self.doc.convert_term(term, OBJECT)
+        oid = self._term_id(term, OBJECT)
         return self.object_gid(oid) if oid else 0
+
+    def _term_id(self, term: str, position: hdt.IdentifierPosition) -> int:
+        try:
+            return self.doc.convert_term(term, position)
+        except RuntimeError:
+            # hdt-cpp 1.3.3 throws when a lookup falls through to an empty
+            # dictionary section (and so on every lookup when no term is both
+            # subject and object): find the term by bisection instead.
+            return self._bisect(term, position)
+
+    def _bisect(self, term: str, position: hdt.IdentifierPosition) -> int:
+        """Sections are sorted by their UTF-8 bytes (= code points)."""
+        last = self.nb_subjects if position == SUBJECT else self.doc.nb_objects
+        for lo, hi in ((1, self.nb_shared), (self.nb_shared + 1, last)):
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                found = self.doc.convert_id(mid, position)
+                if found == term:
+                    return mid
+                lo, hi = (mid + 1, hi) if found < term else (lo, mid - 1)
+        return 0
 
     def object_gid(self, oid: int) -> int:
         return oid if oid <= self.nb_shared else oid + self.object_shift
@@ -144,7 +165,7 @@ class HdtStore:
             gid = self._so_gid(spelling)
             if gid:
                 return gid
-            pid = self.doc.convert_term(spelling, PREDICATE)
+            pid = self._term_id(spelling, PREDICATE)
             if pid:
                 return self.predicate_gid[pid]
         return 0

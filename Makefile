@@ -1,0 +1,42 @@
+# Thin wrappers; scripts/bootstrap.sh installs what is missing (idempotent).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: install run test test-fast lint format proto bench bench-engine bench-loader clean
+
+install:
+	@scripts/bootstrap.sh
+
+## Run a query over the bundled sample dataset (the service itself: see README).
+run: install
+	$(BIN)/quanta query --dataset data/watdiv-100k.hdt --format tsv @docs/examples/sample.rq
+
+## The whole test suite (what CI runs).
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-fast: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+## Regenerate the protobuf code (also done by installing the proto package).
+proto: install
+	$(BIN)/python proto/hatch_build.py
+
+bench: bench-engine bench-loader
+
+bench-engine: install
+	$(BIN)/python bench/engine.py
+
+bench-loader: install
+	$(BIN)/python bench/loader.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

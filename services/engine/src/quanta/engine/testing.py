@@ -1,0 +1,167 @@
+"""Helpers for tests of the engine and of the services built on it: HDT
+files written by the real converter, plans run suspended at chosen points,
+and the reference answers of an independent engine (pyoxigraph)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from quanta.engine.context import Mapping
+from quanta.engine.execute import decode, execute, run
+from quanta.engine.plan import Plan
+from quanta.engine.quantum import Quantum, QuantumExpired
+from quanta.engine.results import nt_term
+from quanta.engine.sparql.compile import compile_query
+from quanta.engine.storage import TripleStore
+
+Row = tuple[str | None, ...]
+Solution = tuple[tuple[str, str], ...]  # (variable, N-Triples term) pairs, sorted, unbound left out
+
+
+def _solution(pairs: Iterable[tuple[str, str | None]]) -> Solution:
+    # blank node labels are local to each engine: compare them as anonymous
+    return tuple(sorted((v, "_:" if t.startswith("_:") else t) for v, t in pairs if t is not None))
+
+
+def shared_dir() -> Path:
+    """The project's shared data (WatDiv, W3C tests): $QUANTA_SHARED, or a
+    `shared/` folder beside the working directory or one of its parents."""
+    if "QUANTA_SHARED" in os.environ:
+        return Path(os.environ["QUANTA_SHARED"])
+    for base in (Path.cwd(), *Path.cwd().parents):
+        if (base / "shared" / "datasets").is_dir():
+            return base / "shared"
+    return Path.cwd().parent / "shared"
+
+
+def converter() -> str:
+    """The Rust `hdt` converter binary (installed by `make install`)."""
+    found = shutil.which("hdt") or str(Path.home() / ".cargo" / "bin" / "hdt")
+    if not Path(found).exists():
+        raise RuntimeError("the HDT converter is missing: run `make install`")
+    return found
+
+
+def write_hdt(ntriples: str, directory: Path, name: str = "data") -> Path:
+    """N-Triples text -> an HDT file, through the real converter."""
+    source = directory / f"{name}.nt"
+    source.write_text(ntriples)
+    target = directory / f"{name}.hdt"
+    subprocess.run([converter(), "convert", str(source), str(target)], check=True, capture_output=True)
+    return target
+
+
+def oxigraph_rows(store: Any, query: str) -> Counter[Solution] | bool:
+    """The reference answer: a multiset of solutions, or ASK's boolean.
+    `store` is a pyoxigraph.Store."""
+    import pyoxigraph as ox
+
+    result = store.query(query)
+    if isinstance(result, ox.QueryBoolean):
+        return bool(result)
+    names = [v.value for v in result.variables]
+    return Counter(_solution((n, None if s[n] is None else str(s[n])) for n in names) for s in result)
+
+
+def as_multiset(head: list[str], rows: Iterable[Row]) -> Counter[Solution]:
+    """Our rows (dictionary syntax) as solutions comparable with oxigraph_rows."""
+    return Counter(_solution((v, None if t is None else nt_term(t)) for v, t in zip(head, row, strict=True)) for row in rows)
+
+
+def run_paged(store: TripleStore, query: str, quantum_seconds: float | None, max_results: int | None = None):  # type: ignore[no-untyped-def]
+    """Run to completion the way workers do (bytes between quanta); returns
+    (head, rows, form, number of quanta)."""
+    page = execute(store, query=query, quantum_seconds=quantum_seconds, max_results=max_results)
+    rows = list(page.rows)
+    quanta = 1
+    while page.next is not None:
+        page = execute(store, saved=page.next, quantum_seconds=quantum_seconds, max_results=max_results)
+        rows += page.rows
+        quanta += 1
+    return page.head, rows, page.form, quanta
+
+
+class StepQuantum(Quantum):
+    """Expires after exactly `steps` steps (index entries read or scans
+    opened): suspends a plan at a chosen position, deterministically."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(None)
+        self.steps = steps
+
+    def start(self) -> None:
+        self.budget = self.steps
+
+    def check(self) -> None:
+        self.budget = 0
+        raise QuantumExpired
+
+
+def run_in_steps(store: TripleStore, query: str, steps: int) -> tuple[list[Mapping], int]:
+    """Run a query suspending every `steps` steps; returns the rows in order
+    and how many quanta it took."""
+    plan = compile_query(query, store)
+    rows: list[Mapping] = []
+    quanta = 0
+    while True:
+        quanta += 1
+        quantum = StepQuantum(steps)
+        plan.ctx.quantum = quantum
+        out, done = run(plan, quantum)
+        rows += decode(plan, out)
+        if done:
+            return rows, quanta
+        plan = Plan.load(plan.save(), store, StepQuantum(steps))
+        assert quanta < 100_000, "no progress"
+
+
+class CountingQuantum(Quantum):
+    """Never expires; counts the steps a run takes."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.steps = 0
+
+    def start(self) -> None:
+        self.budget = 1 << 62
+
+    def check(self) -> None:  # pragma: no cover - never reached
+        raise AssertionError
+
+    def taken(self) -> int:
+        return (1 << 62) - self.budget
+
+
+def steps_of(store: TripleStore, query: str) -> tuple[list[Mapping], int]:
+    """Rows of an uninterrupted run, in order, and the steps it took."""
+    plan = compile_query(query, store)
+    quantum = CountingQuantum()
+    plan.ctx.quantum = quantum
+    out, done = run(plan, quantum)
+    assert done
+    return decode(plan, out), quantum.taken()
+
+
+def run_suspended_at(store: TripleStore, query: str, steps: int) -> list[Mapping]:
+    """Suspend after exactly `steps` steps, resume from the bytes, finish."""
+    plan = compile_query(query, store)
+    quantum = StepQuantum(steps)
+    plan.ctx.quantum = quantum
+    out, done = run(plan, quantum)
+    rows = decode(plan, out)
+    if not done:
+        plan = Plan.load(plan.save(), store, Quantum(None))
+        rest, done = run(plan, plan.ctx.quantum)
+        rows += decode(plan, rest)
+    assert done
+    return rows
