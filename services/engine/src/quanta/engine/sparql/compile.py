@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdflib.paths import Path
+from rdflib.paths import InvPath, Path, SequencePath
 from rdflib.term import BNode, Node, Variable
 
 from quanta.engine.context import Context, TermTable
@@ -124,10 +124,12 @@ class Compiler:
                 inner.variables | {slot},
                 inner.certain,
             )
-        if name == "ToMultiSet":
-            return self.values(node.p)
+        if name == "ToMultiSet":  # VALUES, or a subquery
+            return self.values(node.p) if node.p.name == "values" else self.pattern(node.p, bound)
         if name == "values":
             return self.values(node)
+        if name == "AggregateJoin" and node.p.name == "Group" and node.p.get("expr"):
+            raise UnsupportedQuery("GROUP BY")
         raise UnsupportedQuery(CLIENT_SIDE.get(name, name))
 
     def group(self, node: Any, bound: frozenset[int]) -> Component:
@@ -142,7 +144,7 @@ class Compiler:
             if n.name == "Join":
                 stack += [n.p2, n.p1]
             elif n.name == "BGP":
-                triples += n.triples
+                triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
                 if n.expr.name != "TrueFilter":
                     expr = expressions.to_proto(n.expr, self.scope(n.p))
@@ -158,6 +160,22 @@ class Compiler:
         if not comps:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
+
+    def expand_path(self, triple: tuple[Node, Node, Node]) -> list[tuple[Node, Node, Node]]:
+        """Sequence (p/q) and inverse (^p) paths are chains of triple
+        patterns; the other paths need a closure or a union: client-side."""
+        s, path, o = triple
+        if isinstance(path, InvPath):
+            return self.expand_path((o, path.arg, s))
+        if isinstance(path, SequencePath):
+            out = []
+            for step in path.args[:-1]:
+                link = BNode(f"path{len(self.names)}")
+                self.slot(link)
+                out += self.expand_path((s, step, link))
+                s = link
+            return out + self.expand_path((s, path.args[-1], o))
+        return [triple]
 
     def triple(self, triple: tuple[Node, Node, Node]) -> Component | None:
         codes = []

@@ -148,16 +148,17 @@ def datatype(v: Value) -> Iri:
     return Iri(_lit(v).dt)
 
 
-_IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+_ABSOLUTE_IRI = re.compile(r'[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20<>"{}|^`\\]*')
 
 
 def iri(v: Value) -> Iri:
-    """IRI(): no base IRI is known at run time, so relative IRIs stay as written."""
+    """IRI(): the query's base IRI is not known at run time, so a relative
+    IRI is an error (as it is without a base)."""
     if type(v) is Iri:
         return v
     text = _simple(v).lex
-    if _IRI_FORBIDDEN.search(text):
-        raise ExprError("not an IRI")
+    if not _ABSOLUTE_IRI.fullmatch(text):
+        raise ExprError("not an absolute IRI")
     return Iri(text)
 
 

@@ -124,7 +124,12 @@ class HdtStore:
         sid, pid, oid = self._subject_id(s), self._predicate_id(p), self._object_id(o)
         if sid < 0 or pid < 0 or oid < 0:
             return iter(())
-        found, _ = self.doc.search_triples_ids(sid, pid, oid, 0, offset)
+        try:
+            found, _ = self.doc.search_triples_ids(sid, pid, oid, 0, offset)
+        except RuntimeError:
+            if not offset:
+                raise
+            return iter(())  # hdt-cpp throws when asked to skip past the end
         if s and p and o:
             return found  # nothing to translate
         return map(self._translator(s, p, o), found)

@@ -1,0 +1,87 @@
+"""Parsing (errors with positions, the shape cache) and the server fragment's
+boundary: everything outside it is refused, naming the operator."""
+
+from __future__ import annotations
+
+import pytest
+
+from quanta.engine.errors import QuerySyntaxError, UnsupportedQuery
+from quanta.engine.sparql.compile import compile_query
+from quanta.engine.sparql.parse import _parse_shape, normalize, parse
+from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.testing import run_paged
+
+EX = "PREFIX : <http://example.org/> "
+
+
+def test_syntax_error_has_line_and_column() -> None:
+    with pytest.raises(QuerySyntaxError) as error:
+        parse('SELECT * WHERE {\n  ?s <http://example.org/p> "x" ;\n  ?o }')
+    assert (error.value.line, error.value.column) == (3, 3)  # where `?o` starts
+    assert "line 3, column 3" in str(error.value)
+
+
+def test_instances_of_one_template_share_a_parse() -> None:
+    _parse_shape.cache_clear()
+    parse('SELECT * WHERE { ?s <http://example.org/p1> "a" }')
+    parse('SELECT * WHERE { ?s <http://example.org/p2> "b\\"c" }')
+    assert _parse_shape.cache_info().hits == 1
+
+
+def test_normalize_keeps_what_the_parser_needs() -> None:
+    text = (
+        "PREFIX x: <http://x/> BASE <http://b/> SELECT * WHERE { ?s <http://p> <rel> ; x:q "
+        '"1"^^<http://www.w3.org/2001/XMLSchema#integer>, "s"@en FILTER(<http://f>(?s)) }'
+    )
+    shape, constants = normalize(text)
+    assert "PREFIX x: <http://x/>" in shape and "BASE <http://b/>" in shape
+    assert "<rel>" in shape and "<http://f>(?s)" in shape
+    assert '"1"^^<http://www.w3.org/2001/XMLSchema#integer>' in shape
+    assert sorted(constants.values()) == ["http://p", "s"]
+
+
+def test_constants_with_escapes_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]
+    store: HdtStore = make_store('<http://a> <http://p> "q\\"uote\\\\d\\n" .\n<http://a> <http://p> <http://a> .\n')
+    head, rows, _, _ = run_paged(store, 'SELECT ?s WHERE { ?s <http://p> "q\\"uote\\\\d\\n" }', None)
+    assert rows == [("http://a",)]
+    head, rows, _, _ = run_paged(store, "SELECT ?s WHERE { ?s <http://p> '''q\"uote\\\\d\n''' }", None)
+    assert rows == [("http://a",)]
+
+
+REFUSED = {
+    "OPTIONAL": "SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z } }",
+    "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { ?o :q ?z } }",
+    "DISTINCT": "SELECT DISTINCT ?s WHERE { ?s :p ?o }",
+    "ORDER BY": "SELECT ?s WHERE { ?s :p ?o } ORDER BY ?s",
+    "GROUP BY": "SELECT ?s WHERE { ?s :p ?o } GROUP BY ?s",
+    "aggregates": "SELECT (COUNT(*) AS ?n) WHERE { ?s :p ?o }",
+    "GRAPH": "SELECT * WHERE { GRAPH ?g { ?s :p ?o } }",
+    "SERVICE": "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s :p ?o } }",
+    "subquery": "SELECT * WHERE { { SELECT ?s WHERE { ?s :p ?o } LIMIT 1 } }",
+    "property path": "SELECT * WHERE { ?s :p+ ?o }",
+    "FROM": "SELECT * FROM <http://example.org/g> WHERE { ?s :p ?o }",
+    "EXISTS": "SELECT * WHERE { ?s :p ?o FILTER EXISTS { ?o :q ?z } }",
+    "NOW": "SELECT * WHERE { ?s :p ?o BIND(NOW() AS ?t) }",
+    "RAND": "SELECT * WHERE { ?s :p ?o FILTER(RAND() < 0.5) }",
+    "CONSTRUCT": "CONSTRUCT { ?s :q ?o } WHERE { ?s :p ?o }",
+    "DESCRIBE": "DESCRIBE ?s WHERE { ?s :p ?o }",
+}
+
+
+@pytest.mark.parametrize("operator", REFUSED)
+def test_outside_the_fragment_is_refused_by_name(operator: str, watdiv_store: HdtStore) -> None:
+    with pytest.raises(UnsupportedQuery) as error:
+        compile_query(EX + REFUSED[operator], watdiv_store)
+    assert error.value.operator.upper() == operator.upper(), str(error.value)
+    assert "client" in str(error.value)
+
+
+def test_reduced_and_sequence_paths_are_served(watdiv_store: HdtStore) -> None:
+    """REDUCED may keep duplicates; sequence and inverse paths are chains of patterns."""
+    w = "PREFIX w: <http://db.uwaterloo.ca/~galuc/wsdbm/> "
+    reduced = run_paged(watdiv_store, w + "SELECT REDUCED ?s WHERE { ?s w:likes ?o }", None)[1]
+    plain = run_paged(watdiv_store, w + "SELECT ?s WHERE { ?s w:likes ?o }", None)[1]
+    assert reduced == plain
+    path = run_paged(watdiv_store, w + "SELECT ?a ?c WHERE { ?c ^w:likes/^w:friendOf ?a }", 0.0005)[1]
+    chain = run_paged(watdiv_store, w + "SELECT ?a ?c WHERE { ?b w:likes ?c . ?a w:friendOf ?b }", None)[1]
+    assert sorted(path) == sorted(chain) and path
