@@ -47,10 +47,11 @@ sources=$(find proto services -name pyproject.toml -o -name '*.proto' -o -name h
 digest=$(cat $sources | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   log "installing the quanta packages (editable)"
+  # pip resolves local packages only if they come before their dependents
   editable=(-e proto)
-  for pkg in services/*/; do
+  for pkg in services/engine $(ls -d services/*/ | sed 's#/$##' | grep -v '^services/engine$'); do
     [ -f "$pkg/pyproject.toml" ] || continue
-    if grep -q '^test = ' "$pkg/pyproject.toml"; then editable+=(-e "${pkg%/}[test]"); else editable+=(-e "${pkg%/}"); fi
+    if grep -q '^test = ' "$pkg/pyproject.toml"; then editable+=(-e "$pkg[test]"); else editable+=(-e "$pkg"); fi
   done
   "${PIP[@]}" install -r requirements-dev.txt "${editable[@]}"
   echo "$digest" > "$stamp"

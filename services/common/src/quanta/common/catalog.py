@@ -1,0 +1,112 @@
+"""The dataset catalog: one TOML file naming every dataset the service serves.
+
+    [datasets.watdiv-100k]
+    path = "data/watdiv-100k.hdt"     # relative to the catalog file
+    description = "WatDiv, 104,072 triples"
+    quantum_ms = 75
+    max_results = 2000                # per page
+    plan_mode = "auto"                # auto | value | reference
+    plan_threshold_bytes = 4096       # auto: by value up to this size
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+PLAN_MODES = ("auto", "value", "reference")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    name: str
+    path: Path
+    description: str = ""
+    quantum_ms: float = 75.0
+    max_results: int = 2000
+    plan_mode: str = "auto"
+    # Seed 003 (function vs data shipping): ship the state while it is small,
+    # keep it server-side when sending it back and forth costs more than a
+    # Redis round trip. Saved plans are ~100-300 B on WatDiv, so "auto" sends
+    # nearly every plan by value; large VALUES blocks or wide plans go by reference.
+    plan_threshold_bytes: int = 4096
+
+    def public(self) -> dict[str, object]:
+        """What GET /v1/datasets shows (never the file path)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "quantum_ms": self.quantum_ms,
+            "max_results": self.max_results,
+            "plan_mode": self.plan_mode,
+        }
+
+
+class CatalogError(ValueError):
+    pass
+
+
+def load_catalog(path: str | Path) -> dict[str, Dataset]:
+    """Read and validate a catalog file; paths are relative to it."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise CatalogError(f"{path}: {error}") from error
+    return parse_catalog(data.get("datasets", {}), base=path.parent, origin=str(path))
+
+
+def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str = "catalog") -> dict[str, Dataset]:
+    datasets = {}
+    known = set(Dataset.__dataclass_fields__) - {"name"}
+    for name, entry in entries.items():
+        if not NAME.match(name):
+            raise CatalogError(f"{origin}: dataset name {name!r} must match {NAME.pattern}")
+        unknown = set(entry) - known
+        if unknown:
+            raise CatalogError(f"{origin}: dataset {name}: unknown keys {sorted(unknown)}")
+        if "path" not in entry:
+            raise CatalogError(f"{origin}: dataset {name}: `path` is required")
+        values = dict(entry)
+        values["path"] = (base / str(values["path"])).resolve()
+        dataset = Dataset(name=name, **values)  # type: ignore[arg-type]
+        if dataset.plan_mode not in PLAN_MODES:
+            raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
+        if dataset.quantum_ms <= 0 or dataset.max_results <= 0:
+            raise CatalogError(f"{origin}: dataset {name}: quantum_ms and max_results must be positive")
+        datasets[name] = dataset
+    if not datasets:
+        raise CatalogError(f"{origin}: no datasets")
+    return datasets
+
+
+def single_dataset_catalog(specs: list[str]) -> dict[str, Dataset]:
+    """`NAME=FILE.hdt` specs (from `quanta up --dataset`) as a catalog."""
+    entries: dict[str, dict[str, object]] = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep:
+            raise CatalogError(f"--dataset {spec!r}: expected NAME=FILE.hdt")
+        entries[name] = {"path": file}
+    return parse_catalog(entries, base=Path.cwd(), origin="--dataset")
+
+
+def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
+    """Write a catalog file (e.g. `quanta up` hands one to its workers)."""
+    lines = []
+    for d in datasets.values():
+        lines += [
+            f"[datasets.{json.dumps(d.name)}]",  # JSON strings are TOML basic strings
+            f"path = {json.dumps(str(d.path))}",
+            f"description = {json.dumps(d.description)}",
+            f"quantum_ms = {d.quantum_ms}",
+            f"max_results = {d.max_results}",
+            f'plan_mode = "{d.plan_mode}"',
+            f"plan_threshold_bytes = {d.plan_threshold_bytes}",
+            "",
+        ]
+    path.write_text("\n".join(lines))

@@ -1,0 +1,45 @@
+"""Every Redis key the service uses, with its lifetime and why."""
+
+from __future__ import annotations
+
+PREFIX = "quanta:"
+
+# The task queue: a stream read by one consumer group; a task stays pending
+# until the worker that took it has written the reply (XACK), so a dead
+# worker's task is reclaimed (XAUTOCLAIM) and run again.
+TASKS = PREFIX + "tasks"
+GROUP = "workers"
+
+# Tasks that failed MAX_DELIVERIES times, kept for operators to inspect.
+DEAD_LETTERS = PREFIX + "dead"
+DEAD_LETTERS_MAXLEN = 10_000
+MAX_DELIVERIES = 3
+
+# Workers announce themselves here (score: last heartbeat, unix seconds);
+# readiness needs one seen within WORKER_STALE_S.
+WORKERS = PREFIX + "workers"
+WORKER_STALE_S = 10.0
+
+
+def reply(task_id: str) -> str:
+    """A list the gateway blocks on (BLPOP) for one task's reply."""
+    return f"{PREFIX}reply:{task_id}"
+
+
+# Long enough for a gateway that is still waiting; a reply nobody reads expires.
+REPLY_TTL_S = 120
+
+
+def plan(ref: str) -> str:
+    """A saved plan kept server-side (plans by reference)."""
+    return f"{PREFIX}plan:{ref}"
+
+
+# How long a client may take to ask for the next page of a query whose plan
+# is kept by reference (the default; the catalog can set it per dataset).
+PLAN_TTL_S = 900
+
+
+def rate(client: str) -> str:
+    """A client's token bucket (tokens, last refill)."""
+    return f"{PREFIX}rate:{client}"
