@@ -12,6 +12,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("quanta.engine.cli", "run a query in-process, suspending and resuming every quantum"),
     "load": ("quanta.loader.cli", "turn RDF dumps into an indexed HDT file"),
+    "worker": ("quanta.worker.cli", "take tasks from the Redis queue and run one quantum each"),
+    "gateway": ("quanta.gateway.cli", "serve the HTTP API (FastAPI on uvicorn)"),
+    "up": ("quanta.cli.up", "run Redis, the gateway and workers locally on one machine"),
+    "client": ("quanta.client.cli", "run a query against a quanta service, following `next`"),
 }
 
 

@@ -1,0 +1,1 @@
+"""A stateless worker: one task, one quantum, one reply."""

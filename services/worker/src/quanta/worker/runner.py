@@ -1,0 +1,119 @@
+"""Run one task: one quantum of the engine, turned into a Reply."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping
+
+import redis
+
+from quanta.common import keys
+from quanta.common.catalog import Dataset
+from quanta.engine.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
+from quanta.engine.execute import Page, execute
+from quanta.engine.plan import ASK
+from quanta.engine.results import json_bindings
+from quanta.engine.storage import TripleStore
+from quanta.queue.v1 import queue_pb2 as q
+
+
+class Runner:
+    """Holds the open datasets; `run` never raises for a bad task: every
+    failure becomes an error reply the client can act on."""
+
+    def __init__(self, datasets: Mapping[str, Dataset], stores: Mapping[str, TripleStore], client: redis.Redis, name: str):
+        self.datasets = datasets
+        self.stores = stores
+        self.redis = client
+        self.name = name
+
+    def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
+        started = time.time()
+        dataset = self.datasets.get(task.dataset)
+        if dataset is None:
+            return error(task, "unknown-dataset", f"no dataset named {task.dataset!r}"), None
+        try:
+            page = self._execute(task, dataset)
+        except QuerySyntaxError as e:
+            return error(task, "syntax-error", e.message, line=e.line, column=e.column), None
+        except UnsupportedQuery as e:
+            return error(task, "unsupported-operator", str(e), operator=e.operator), None
+        except DatasetMismatch as e:
+            return error(task, "dataset-mismatch", str(e)), None
+        except PlanExpired as e:
+            return error(task, "plan-expired", str(e)), None
+        except InvalidPlan as e:
+            return error(task, "invalid-plan", str(e)), None
+        reply = q.Reply(id=task.id)
+        out = reply.page
+        out.head.extend(page.head)
+        out.ask = page.form == ASK
+        out.results = len(page.rows)
+        if out.ask:
+            out.boolean = bool(page.rows)
+        else:
+            out.bindings_json = json.dumps(json_bindings(page.head, page.rows), separators=(",", ":")).encode()
+        if page.next is not None:
+            if by_reference(task.plan_mode, dataset, len(page.next)):
+                out.plan_ref = self._keep(page.next)
+            else:
+                out.plan = page.next
+        s = page.stats
+        out.stats.CopyFrom(
+            q.Stats(
+                queue_wait_ms=max(0.0, (started - task.enqueued_at) * 1000) if task.enqueued_at else 0.0,
+                parse_ms=s.parse_ms,
+                resume_ms=s.resume_ms,
+                quantum_ms=s.quantum_ms,
+                suspend_ms=s.suspend_ms,
+                overshoot_ms=s.overshoot_ms,
+                plan_bytes=s.plan_bytes,
+                worker=self.name,
+            )
+        )
+        return reply, page
+
+    def _execute(self, task: q.Task, dataset: Dataset) -> Page:
+        store = self.stores[dataset.name]
+        seconds = dataset.quantum_ms / 1000
+        kind = task.WhichOneof("input")
+        if kind == "query":
+            return execute(store, query=task.query, quantum_seconds=seconds, max_results=dataset.max_results)
+        if kind == "plan":
+            saved = task.plan
+        elif kind == "plan_ref":
+            saved = self.redis.get(keys.plan(task.plan_ref))
+            if saved is None:
+                raise PlanExpired("the saved plan has expired; start the query again")
+        else:
+            raise InvalidPlan("task has neither a query nor a plan")
+        return execute(store, saved=saved, quantum_seconds=seconds, max_results=dataset.max_results)
+
+    def _keep(self, plan: bytes) -> str:
+        ref = secrets.token_urlsafe(16)
+        self.redis.set(keys.plan(ref), plan, ex=keys.PLAN_TTL_S)
+        return ref
+
+
+class PlanExpired(Exception):
+    pass
+
+
+def by_reference(mode: int, dataset: Dataset, size: int) -> bool:
+    """The cost rule (seed 003): ship the state while it is small; keep it
+    server-side when it is large."""
+    if mode == q.PLAN_MODE_VALUE:
+        return False
+    if mode == q.PLAN_MODE_REFERENCE:
+        return True
+    if dataset.plan_mode != "auto":
+        return dataset.plan_mode == "reference"
+    return size > dataset.plan_threshold_bytes
+
+
+def error(task: q.Task, kind: str, message: str, *, line: int = 0, column: int = 0, operator: str = "") -> q.Reply:
+    return q.Reply(
+        id=task.id, error=q.Error(kind=kind, message=message, line=line, column=column, operator=operator)
+    )

@@ -1,0 +1,111 @@
+"""The worker against a real Redis: pages, plans by value and by reference,
+errors, reclaiming a dead worker's task, dead letters, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import redis
+
+from quanta.common import keys
+from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.testing import run_paged
+from quanta.queue.v1 import queue_pb2 as q
+
+LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
+
+
+def run_to_end(submit, client: redis.Redis, dataset: str, query: str, mode: int = q.PLAN_MODE_AUTO) -> tuple[list, int]:  # type: ignore[no-untyped-def, type-arg]
+    rows: list = []  # type: ignore[type-arg]
+    reply = submit(client, q.Task(dataset=dataset, query=query, plan_mode=mode))
+    pages = 1
+    while True:
+        assert reply.HasField("page"), reply.error.message
+        rows += json.loads(reply.page.bindings_json)
+        kind = reply.page.WhichOneof("next")
+        if kind is None:
+            return rows, pages
+        follow = q.Task(dataset=dataset, plan_mode=mode)
+        if kind == "plan":
+            follow.plan = reply.page.plan
+        else:
+            follow.plan_ref = reply.page.plan_ref
+        reply = submit(client, follow)
+        pages += 1
+
+
+def test_pages_by_value_and_by_reference_give_the_engine_answer(server, start_worker, catalog, submit) -> None:  # type: ignore[no-untyped-def]
+    start_worker()
+    client = redis.Redis.from_url(server.url)
+    store = HdtStore(str(catalog.parent / "watdiv-100k.hdt"), name="watdiv")
+    _, expected, _, _ = run_paged(store, LIKES, None)
+    for dataset, mode in [("watdiv", q.PLAN_MODE_VALUE), ("watdiv", q.PLAN_MODE_REFERENCE), ("tiny-plans", 0)]:
+        rows, pages = run_to_end(submit, client, dataset, LIKES, mode)
+        assert pages > 1
+        got = sorted((b["s"]["value"], b["o"]["value"]) for b in rows)
+        assert got == sorted(expected), (dataset, mode)
+    assert client.keys(keys.plan("*")), "plans by reference are kept in Redis"
+    assert all(0 < client.ttl(k) <= keys.PLAN_TTL_S for k in client.keys(keys.plan("*")))
+
+
+def test_errors_are_replies(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+    start_worker()
+    client = redis.Redis.from_url(server.url)
+    syntax = submit(client, q.Task(dataset="watdiv", query="SELECT * WHERE {\n ?s ?p }"))
+    assert (syntax.error.kind, syntax.error.line) == ("syntax-error", 2)
+    unsupported = submit(client, q.Task(dataset="watdiv", query="SELECT DISTINCT ?s WHERE { ?s ?p ?o }"))
+    assert (unsupported.error.kind, unsupported.error.operator) == ("unsupported-operator", "DISTINCT")
+    assert submit(client, q.Task(dataset="nope", query="ASK {}")).error.kind == "unknown-dataset"
+    assert submit(client, q.Task(dataset="watdiv", plan_ref="gone")).error.kind == "plan-expired"
+    assert submit(client, q.Task(dataset="watdiv", plan=b"\x01\x02")).error.kind == "invalid-plan"
+    # a plan from one dataset is refused by another (another name: another dataset)
+    first = submit(client, q.Task(dataset="watdiv", query=LIKES, plan_mode=q.PLAN_MODE_VALUE))
+    other = submit(client, q.Task(dataset="tiny-plans", plan=first.page.plan))
+    assert other.error.kind == "dataset-mismatch"
+    assert client.xlen(keys.TASKS) == 0, "every task is acknowledged and removed"
+
+
+def test_a_dead_workers_task_is_reclaimed(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+    client = redis.Redis.from_url(server.url)
+    client.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
+    task = q.Task(id="t1", dataset="watdiv", query=LIKES + " LIMIT 3", reply_to=keys.reply("t1"))
+    client.xadd(keys.TASKS, {"task": task.SerializeToString()})
+    # a worker that took the task and died before replying
+    assert client.xreadgroup(keys.GROUP, "ghost", {keys.TASKS: ">"}, count=1)
+    start_worker("--reclaim-idle-ms", "200")
+    answer = client.blpop([task.reply_to], timeout=30)
+    assert answer is not None
+    reply = q.Reply.FromString(answer[1])
+    assert reply.page.results == 3
+    assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
+
+
+def test_a_task_that_keeps_failing_is_dead_lettered(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+    client = redis.Redis.from_url(server.url)
+    client.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
+    task = q.Task(id="t2", dataset="watdiv", query="ASK {}", reply_to=keys.reply("t2"))
+    entry = client.xadd(keys.TASKS, {"task": task.SerializeToString()})
+    client.xreadgroup(keys.GROUP, "ghost-1", {keys.TASKS: ">"}, count=1)
+    for n in range(keys.MAX_DELIVERIES):  # it killed every worker that took it
+        client.xclaim(keys.TASKS, keys.GROUP, f"ghost-{n + 2}", min_idle_time=0, message_ids=[entry])
+    start_worker("--reclaim-idle-ms", "100")
+    answer = client.blpop([task.reply_to], timeout=30)
+    assert answer is not None
+    assert q.Reply.FromString(answer[1]).error.kind == "dead-letter"
+    assert client.xlen(keys.DEAD_LETTERS) == 1
+    assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
+
+
+def test_sigterm_finishes_the_quantum_in_hand(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+    worker = start_worker()
+    client = redis.Redis.from_url(server.url)
+    task = q.Task(id="t3", dataset="watdiv", query=LIKES, reply_to=keys.reply("t3"), enqueued_at=time.time())
+    client.xadd(keys.TASKS, {"task": task.SerializeToString()})
+    time.sleep(0.001)
+    worker.send_signal(signal.SIGTERM)
+    answer = client.blpop([task.reply_to], timeout=30)
+    assert answer is not None and q.Reply.FromString(answer[1]).HasField("page")
+    assert worker.wait(timeout=10) == 0
+    assert client.zcard(keys.WORKERS) == 0
