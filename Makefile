@@ -9,9 +9,9 @@ export PATH := $(CURDIR)/$(BIN):$(HOME)/.cargo/bin:$(PATH)
 install:
 	@scripts/bootstrap.sh
 
-## Run a query over the bundled sample dataset (the service itself: see README).
+## The service on this machine (Redis, gateway, 2 workers) over the bundled sample dataset.
 run: install
-	$(BIN)/quanta query --dataset data/watdiv-100k.hdt --format tsv @docs/examples/sample.rq
+	$(BIN)/quanta up
 
 ## The whole test suite (what CI runs).
 test: install

@@ -42,9 +42,9 @@ def test_normalize_keeps_what_the_parser_needs() -> None:
 
 def test_constants_with_escapes_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]
     store: HdtStore = make_store('<http://a> <http://p> "q\\"uote\\\\d\\n" .\n<http://a> <http://p> <http://a> .\n')
-    head, rows, _, _ = run_paged(store, 'SELECT ?s WHERE { ?s <http://p> "q\\"uote\\\\d\\n" }', None)
+    _, rows, _, _ = run_paged(store, 'SELECT ?s WHERE { ?s <http://p> "q\\"uote\\\\d\\n" }', None)
     assert rows == [("http://a",)]
-    head, rows, _, _ = run_paged(store, "SELECT ?s WHERE { ?s <http://p> '''q\"uote\\\\d\n''' }", None)
+    _, rows, _, _ = run_paged(store, "SELECT ?s WHERE { ?s <http://p> '''q\"uote\\\\d\n''' }", None)
     assert rows == [("http://a",)]
 
 

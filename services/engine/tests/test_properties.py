@@ -17,14 +17,21 @@ from quanta.engine.testing import as_multiset, oxigraph_rows, run_in_steps, run_
 EX = "http://example.org/"
 SUBJECTS = [f"<{EX}s{i}>" for i in range(4)] + ["_:b0"]
 PREDICATES = [f"<{EX}p{i}>" for i in range(3)]
-LITERALS = ['"1"^^<http://www.w3.org/2001/XMLSchema#integer>', '"2.5"^^<http://www.w3.org/2001/XMLSchema#decimal>',
-            '"x"', '"x"@en', '"Y"@fr']
+LITERALS = [
+    '"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+    '"2.5"^^<http://www.w3.org/2001/XMLSchema#decimal>',
+    '"x"',
+    '"x"@en',
+    '"Y"@fr',
+]
 OBJECTS = SUBJECTS[:4] + LITERALS
 VARIABLES = ["?a", "?b", "?c", "?d"]
 
 triples = st.lists(
     st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES), st.sampled_from(OBJECTS)),
-    min_size=1, max_size=25, unique=True,
+    min_size=1,
+    max_size=25,
+    unique=True,
 )
 
 
@@ -37,9 +44,22 @@ pattern = st.tuples(term(SUBJECTS), st.one_of(st.sampled_from(PREDICATES), st.ju
 bgp = st.lists(pattern, min_size=1, max_size=3).map(lambda ps: " . ".join(" ".join(p) for p in ps))
 
 FILTERS = [
-    "?a = ?b", "?a != ?c", "isIRI(?a)", "isLiteral(?b)", "bound(?c)", "!bound(?d)", "?b > 1", "?c < 2.6",
-    'lang(?b) = "en"', 'str(?b) = "x"', "?a = <http://example.org/s1>", "isBlank(?a) || ?b = 1",
-    'regex(str(?a), "s[12]")', "?b + 1 >= 2", 'contains(str(?c), "e")', "sameTerm(?a, ?c)",
+    "?a = ?b",
+    "?a != ?c",
+    "isIRI(?a)",
+    "isLiteral(?b)",
+    "bound(?c)",
+    "!bound(?d)",
+    "?b > 1",
+    "?c < 2.6",
+    'lang(?b) = "en"',
+    'str(?b) = "x"',
+    "?a = <http://example.org/s1>",
+    "isBlank(?a) || ?b = 1",
+    'regex(str(?a), "s[12]")',
+    "?b + 1 >= 2",
+    'contains(str(?c), "e")',
+    "sameTerm(?a, ?c)",
 ]
 
 
@@ -57,7 +77,11 @@ def queries(draw: st.DrawFn) -> str:
     return f"SELECT * WHERE {{ {group} }}"
 
 
-@settings(max_examples=int(os.environ.get("QUANTA_HYPOTHESIS_EXAMPLES", "120")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("QUANTA_HYPOTHESIS_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(graph=triples, query=queries(), steps=st.integers(4, 40), page=st.integers(1, 5))
 def test_random_queries_match_oxigraph(graph: list[tuple[str, str, str]], query: str, steps: int, page: int) -> None:
     text = "".join(f"{s} {p} {o} .\n" for s, p, o in graph)

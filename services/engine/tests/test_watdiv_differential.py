@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from quanta.engine.testing import as_multiset, oxigraph_rows, run_paged, shared_dir
 
 WATDIV = shared_dir() / "datasets" / "watdiv"

@@ -1,12 +1,12 @@
 """The dataset catalog: one TOML file naming every dataset the service serves.
 
-    [datasets.watdiv-100k]
-    path = "data/watdiv-100k.hdt"     # relative to the catalog file
-    description = "WatDiv, 104,072 triples"
-    quantum_ms = 75
-    max_results = 2000                # per page
-    plan_mode = "auto"                # auto | value | reference
-    plan_threshold_bytes = 4096       # auto: by value up to this size
+[datasets.watdiv-100k]
+path = "data/watdiv-100k.hdt"     # relative to the catalog file
+description = "WatDiv, 104,072 triples"
+quantum_ms = 75
+max_results = 2000                # per page
+plan_mode = "auto"                # auto | value | reference
+plan_threshold_bytes = 4096       # auto: by value up to this size
 """
 
 from __future__ import annotations

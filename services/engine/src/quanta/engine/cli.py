@@ -23,7 +23,10 @@ DEFAULT_QUANTUM_MS = 75.0
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, metavar="FILE.hdt", help="HDT file to query")
     parser.add_argument(
-        "--quantum-ms", default=str(DEFAULT_QUANTUM_MS), metavar="N|inf", help="time quantum (default 75; inf: never suspend)"
+        "--quantum-ms",
+        default=str(DEFAULT_QUANTUM_MS),
+        metavar="N|inf",
+        help="time quantum (default 75; inf: never suspend)",
     )
     parser.add_argument("--format", choices=sorted(FORMATS), default="json", help="SPARQL 1.1 result format")
     parser.add_argument("--stats", metavar="FILE", help="write execution statistics as JSON")
@@ -84,7 +87,7 @@ def distribution(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
 
     def rank(q: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
     return {
         "p50": round(rank(0.50), 4),

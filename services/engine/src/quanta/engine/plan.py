@@ -101,7 +101,6 @@ class Plan:
             raise InvalidPlan(f"saved plan is malformed: {error}") from error
         return cls(ctx, root, list(physical.variables), projection, physical.form, msg.plan, len(physical.extra_terms))
 
-
     def release(self) -> None:
         """Done with this quantum: leave the operator tree for the next one
         (unless its term table has grown large: start afresh then)."""

@@ -17,7 +17,7 @@ class QuantumExpired(Exception):
 class Quantum:
     """A deadline for one quantum. `seconds=None` never expires."""
 
-    __slots__ = ("seconds", "deadline", "budget", "overshoot")
+    __slots__ = ("budget", "deadline", "overshoot", "seconds")
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds

@@ -71,7 +71,9 @@ def oxigraph_rows(store: Any, query: str) -> Counter[Solution] | bool:
 
 def as_multiset(head: list[str], rows: Iterable[Row]) -> Counter[Solution]:
     """Our rows (dictionary syntax) as solutions comparable with oxigraph_rows."""
-    return Counter(_solution((v, None if t is None else nt_term(t)) for v, t in zip(head, row, strict=True)) for row in rows)
+    return Counter(
+        _solution((v, None if t is None else nt_term(t)) for v, t in zip(head, row, strict=True)) for row in rows
+    )
 
 
 def run_paged(store: TripleStore, query: str, quantum_seconds: float | None, max_results: int | None = None):  # type: ignore[no-untyped-def]

@@ -29,17 +29,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", default=os.environ.get("QUANTA_CATALOG"), help="dataset catalog (TOML)")
     parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}", help="consumer name")
     parser.add_argument(
-        "--metrics-port", type=int, default=int(os.environ.get("QUANTA_METRICS_PORT", "0")),
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("QUANTA_METRICS_PORT", "0")),
         help="serve Prometheus metrics on this port (0: off)",
     )
     parser.add_argument(
-        "--reclaim-idle-ms", type=int, default=int(os.environ.get("QUANTA_RECLAIM_IDLE_MS", "0")),
+        "--reclaim-idle-ms",
+        type=int,
+        default=int(os.environ.get("QUANTA_RECLAIM_IDLE_MS", "0")),
         help="take over tasks idle this long (default: 10 quanta, at least 1 s)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format='{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}')
+    logging.basicConfig(
+        level=logging.INFO,
+        format='{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}',
+    )
     if not args.catalog:
         print("quanta worker: --catalog (or QUANTA_CATALOG) is required", file=sys.stderr)
         return 2

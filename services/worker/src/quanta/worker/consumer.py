@@ -9,6 +9,7 @@ the dead-letter stream and its client gets an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -72,10 +73,8 @@ class Consumer:
             self._beat = now
 
     def leave(self) -> None:
-        try:
+        with contextlib.suppress(redis.RedisError):
             self.redis.zrem(keys.WORKERS, self.name)
-        except redis.RedisError:
-            pass
 
     def read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         answer = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=self.block_ms)

@@ -9,17 +9,22 @@ from quanta.engine.execute import Page
 _MS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 QUANTUM = Histogram(
-    "quanta_quantum_seconds", "Time a task ran in its quantum", ["dataset"],
+    "quanta_quantum_seconds",
+    "Time a task ran in its quantum",
+    ["dataset"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0),
 )
 QUEUE_WAIT = Histogram(
-    "quanta_queue_wait_seconds", "Time from enqueue to a worker taking the task", ["dataset"],
+    "quanta_queue_wait_seconds",
+    "Time from enqueue to a worker taking the task",
+    ["dataset"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 SUSPEND = Histogram("quanta_suspend_seconds", "Time to save a plan", ["dataset"], buckets=_MS)
 RESUME = Histogram("quanta_resume_seconds", "Time to load a saved plan", ["dataset"], buckets=_MS)
-OVERSHOOT = Histogram("quanta_quantum_overshoot_seconds", "How far past the deadline a quantum stopped", ["dataset"],
-                      buckets=_MS)
+OVERSHOOT = Histogram(
+    "quanta_quantum_overshoot_seconds", "How far past the deadline a quantum stopped", ["dataset"], buckets=_MS
+)
 PLAN_BYTES = Histogram(
     "quanta_saved_plan_bytes", "Size of saved plans", ["dataset"], buckets=(64, 128, 256, 512, 1024, 4096, 16384, 65536)
 )

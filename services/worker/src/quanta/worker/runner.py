@@ -23,7 +23,9 @@ class Runner:
     """Holds the open datasets; `run` never raises for a bad task: every
     failure becomes an error reply the client can act on."""
 
-    def __init__(self, datasets: Mapping[str, Dataset], stores: Mapping[str, TripleStore], client: redis.Redis, name: str):
+    def __init__(
+        self, datasets: Mapping[str, Dataset], stores: Mapping[str, TripleStore], client: redis.Redis, name: str
+    ):
         self.datasets = datasets
         self.stores = stores
         self.redis = client
@@ -114,6 +116,4 @@ def by_reference(mode: int, dataset: Dataset, size: int) -> bool:
 
 
 def error(task: q.Task, kind: str, message: str, *, line: int = 0, column: int = 0, operator: str = "") -> q.Reply:
-    return q.Reply(
-        id=task.id, error=q.Error(kind=kind, message=message, line=line, column=column, operator=operator)
-    )
+    return q.Reply(id=task.id, error=q.Error(kind=kind, message=message, line=line, column=column, operator=operator))

@@ -18,7 +18,7 @@ def _check_slots(expr: pb.Expr, ctx: Context) -> pb.Expr:
 
 
 class Filter(Operator):
-    __slots__ = ("input", "condition", "test")
+    __slots__ = ("condition", "input", "test")
 
     def __init__(self, ctx: Context, input: Operator, condition: pb.Expr) -> None:
         super().__init__(ctx)
@@ -62,7 +62,7 @@ class Extend(Operator):
     When the slot is already bound (by an outer join's bindings) the mapping
     passes only if the values agree: that is the join's compatibility."""
 
-    __slots__ = ("input", "slot", "expression", "value")
+    __slots__ = ("expression", "input", "slot", "value")
 
     def __init__(self, ctx: Context, input: Operator, slot: int, expression: pb.Expr) -> None:
         super().__init__(ctx)
@@ -78,7 +78,7 @@ class Extend(Operator):
             if not v:
                 yield m
             elif not m[slot]:
-                yield m[:slot] + (v,) + m[slot + 1 :]
+                yield (*m[:slot], v, *m[slot + 1 :])
             elif m[slot] == v:
                 yield m
 

@@ -17,7 +17,7 @@ class IndexJoin(Operator):
     `right`'s own. The planner only puts under `right` operators for which
     running under the bindings equals joining afterwards (see planner)."""
 
-    __slots__ = ("left", "right", "current")
+    __slots__ = ("current", "left", "right")
 
     def __init__(self, ctx: Context, left: Operator, right: Operator) -> None:
         super().__init__(ctx)
@@ -77,7 +77,7 @@ class MergeJoin(Operator):
     The planner only picks shapes whose scans jump to an offset in constant
     time, so resuming stays cheap."""
 
-    __slots__ = ("left", "right", "key", "current", "group_position")
+    __slots__ = ("current", "group_position", "key", "left", "right")
 
     def __init__(self, ctx: Context, left: Operator, right: Scan, key: int) -> None:
         super().__init__(ctx)

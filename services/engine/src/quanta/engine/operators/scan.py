@@ -30,7 +30,7 @@ def binder(width: int, assign: tuple[tuple[int, int], ...]) -> Binder:
     body = f"({cells},)" if width else "()"
     if checks:
         body = f"{body} if {' and '.join(checks)} else None"
-    return eval(f"lambda mu, t: {body}")  # noqa: S307 - generated from integers only
+    return eval(f"lambda mu, t: {body}")
 
 
 class Scan(Operator):
@@ -38,7 +38,7 @@ class Scan(Operator):
     Each position is `id << 1` (constant) or `slot << 1 | 1` (variable).
     State: the offset of the next entry to read."""
 
-    __slots__ = ("pattern", "offset")
+    __slots__ = ("offset", "pattern")
 
     def __init__(self, ctx: Context, pattern: tuple[int, int, int]) -> None:
         super().__init__(ctx)

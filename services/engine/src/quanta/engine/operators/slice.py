@@ -12,7 +12,7 @@ from quanta.plan.v1 import plan_pb2 as pb
 class Slice(Operator):
     """Only at the root of a plan (never re-run for another input mapping)."""
 
-    __slots__ = ("input", "offset", "limit", "skip", "remaining")
+    __slots__ = ("input", "limit", "offset", "remaining", "skip")
 
     def __init__(self, ctx: Context, input: Operator, offset: int, limit: int | None) -> None:
         super().__init__(ctx)

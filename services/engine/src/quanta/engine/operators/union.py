@@ -11,7 +11,7 @@ from quanta.plan.v1 import plan_pb2 as pb
 
 
 class Union(Operator):
-    __slots__ = ("branches", "active")
+    __slots__ = ("active", "branches")
 
     def __init__(self, ctx: Context, branches: list[Operator]) -> None:
         super().__init__(ctx)

@@ -13,7 +13,7 @@ class Values(Operator):
     """State: how many rows were produced. A row joins the input mapping
     when every cell is UNDEF (0), unbound in the input, or equal to it."""
 
-    __slots__ = ("slots", "rows", "position")
+    __slots__ = ("position", "rows", "slots")
 
     def __init__(self, ctx: Context, slots: list[int], rows: list[tuple[int, ...]]) -> None:
         super().__init__(ctx)

@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from rdflib.term import BNode, Literal, Node, URIRef, Variable
+
 from quanta.engine.context import Mapping, TermTable
 from quanta.engine.errors import InvalidPlan, UnsupportedQuery
 from quanta.engine.sparql.expr_values import (
@@ -40,7 +42,6 @@ from quanta.engine.sparql.expr_values import (
 )
 from quanta.engine.sparql.functions import CASTS, STRICT, regex, regex_of, replace, replace_with
 from quanta.plan.v1 import plan_pb2
-from rdflib.term import BNode, Literal, Node, URIRef, Variable
 
 F = plan_pb2.Function
 RDF_NIL = URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")

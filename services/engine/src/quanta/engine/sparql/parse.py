@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import quanta.engine.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
 from pyparsing import ParseException
 from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
 from rdflib.term import Literal, Node, URIRef
 
+import quanta.engine.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
 from quanta.engine.errors import QuerySyntaxError
 from quanta.engine.terms import unescape_lexical
 
@@ -30,7 +30,10 @@ PLACEHOLDER_STRING = "quanta-constant-"
 _TOKENS = re.compile(
     r"""
     (?P<comment>\#[^\n]*)
-  | (?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | (?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"
+              |'''(?:[^'\\]|\\.|'(?!''))*'''
+              |"(?:[^"\\\n]|\\.)*"
+              |'(?:[^'\\\n]|\\.)*')
   | (?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
     """,
     re.VERBOSE,

@@ -1,0 +1,126 @@
+"""Run a query to completion against a quanta gateway: send it, then send
+back each page's `next` until there is none. Overload answers (429, 503)
+are retried after their Retry-After; a 504 carries a `next` that resumes
+from the last saved state, so nothing is lost or repeated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+RETRYABLE = {429, 503}
+
+
+class ServiceError(Exception):
+    """A problem the client cannot retry (RFC 9457 body in `problem`)."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}".strip())
+        self.status = status
+        self.problem = problem
+
+
+@dataclass
+class Page:
+    head: list[str]
+    bindings: list[dict[str, dict[str, str]]]
+    next: str | None
+    stats: dict[str, Any] = field(default_factory=dict)
+    boolean: bool | None = None
+
+
+class QuantaClient:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 20,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"X-API-Key": api_key} if api_key else {}
+        self.http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        self.max_retries = max_retries
+        self.requests = 0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> QuantaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pages(self, dataset: str, query: str, *, plan: str | None = None) -> Iterator[Page]:
+        """Every page of one query, in order."""
+        body: dict[str, str] = {"query": query}
+        while True:
+            if plan:
+                body["plan"] = plan
+            page = self._post(dataset, body)
+            yield page
+            if page.next is None:
+                return
+            body = {"next": page.next}
+
+    def query(self, dataset: str, query: str, *, plan: str | None = None) -> Iterator[dict[str, dict[str, str]]]:
+        """The solutions of a query, streamed page by page."""
+        for page in self.pages(dataset, query, plan=plan):
+            yield from page.bindings
+
+    def ask(self, dataset: str, query: str) -> bool:
+        pages = list(self.pages(dataset, query))
+        return bool(pages[-1].boolean)
+
+    def datasets(self) -> list[dict[str, Any]]:
+        return list(self.http.get("/v1/datasets").raise_for_status().json()["datasets"])
+
+    def _post(self, dataset: str, body: dict[str, str]) -> Page:
+        for attempt in range(self.max_retries + 1):
+            self.requests += 1
+            try:
+                response = self.http.post(f"/v1/datasets/{dataset}/query", json=body)
+            except httpx.TransportError:
+                if attempt == self.max_retries:
+                    raise
+                time.sleep(min(0.1 * 2**attempt, 5.0))
+                continue
+            if response.status_code == 200:
+                data = response.json()
+                return Page(
+                    head=data.get("head", {}).get("vars", []),
+                    bindings=data.get("results", {}).get("bindings", []),
+                    next=data.get("next"),
+                    stats=data.get("stats", {}),
+                    boolean=data.get("boolean"),
+                )
+            problem = _problem(response)
+            if response.status_code == 504 and problem.get("next"):
+                body = {"next": problem["next"]}  # resume from the last saved state
+                continue
+            if response.status_code in RETRYABLE and attempt < self.max_retries:
+                time.sleep(_retry_after(response, attempt))
+                continue
+            raise ServiceError(response.status_code, problem)
+        raise ServiceError(503, {"title": "gave up", "detail": f"after {self.max_retries} retries"})
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = response.json()
+        return data if isinstance(data, dict) else {"detail": str(data)}
+    except ValueError:
+        return {"title": response.reason_phrase, "detail": response.text[:200]}
+
+
+def _retry_after(response: httpx.Response, attempt: int) -> float:
+    try:
+        return min(float(response.headers.get("Retry-After", "")), 30.0)
+    except ValueError:
+        return min(0.1 * 2**attempt, 5.0)
