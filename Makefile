@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: install run test test-fast lint format proto bench bench-engine bench-loader clean
+.PHONY: install run test test-fast lint format proto bench bench-engine bench-loader bench-service clean
 
 install:
 	@scripts/bootstrap.sh
@@ -30,13 +30,16 @@ format: install
 proto: install
 	$(BIN)/python proto/hatch_build.py
 
-bench: bench-engine bench-loader
+bench: bench-engine bench-loader bench-service
 
 bench-engine: install
 	$(BIN)/python bench/engine.py
 
 bench-loader: install
 	$(BIN)/python bench/loader.py
+
+bench-service: install
+	$(BIN)/python bench/service.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 from quanta.common.catalog import CatalogError, Dataset, single_dataset_catalog, write_catalog
@@ -25,7 +26,10 @@ EXAMPLE = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--quantum-ms", type=float, help="time quantum for every dataset (default 75)")
+    parser.add_argument(
+        "--quantum-ms", type=float, help="time quantum for every dataset (default 75; inf: never suspend)"
+    )
+    parser.add_argument("--max-results", type=int, help="results per page for every dataset (default 2000)")
     parser.add_argument(
         "--dataset",
         action="append",
@@ -42,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except CatalogError as e:
         print(f"quanta up: {e}", file=sys.stderr)
         return 2
-    if args.quantum_ms:
-        datasets = {n: _with_quantum(d, args.quantum_ms) for n, d in datasets.items()}
+    overrides = {k: v for k, v in (("quantum_ms", args.quantum_ms), ("max_results", args.max_results)) if v is not None}
+    datasets = {n: replace(d, **overrides) for n, d in datasets.items()}  # type: ignore[arg-type]
     missing = [str(d.path) for d in datasets.values() if not d.path.exists()]
     if missing:
         print(f"quanta up: no such file: {', '.join(missing)}", file=sys.stderr)
@@ -107,12 +111,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _worker(command: list[str], env: dict[str, str], i: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([*command, "worker", "--name", f"up-worker-{i}-{time.time_ns()}"], env=env)
-
-
-def _with_quantum(d: Dataset, quantum_ms: float) -> Dataset:
-    from dataclasses import replace
-
-    return replace(d, quantum_ms=quantum_ms)
 
 
 def _index(datasets: dict[str, Dataset]) -> None:

@@ -26,7 +26,7 @@ class Dataset:
     name: str
     path: Path
     description: str = ""
-    quantum_ms: float = 75.0
+    quantum_ms: float = 75.0  # `inf`: never suspend (first come, first served)
     max_results: int = 2000
     plan_mode: str = "auto"
     # Seed 003 (function vs data shipping): ship the state while it is small,
@@ -103,7 +103,7 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             f"[datasets.{json.dumps(d.name)}]",  # JSON strings are TOML basic strings
             f"path = {json.dumps(str(d.path))}",
             f"description = {json.dumps(d.description)}",
-            f"quantum_ms = {d.quantum_ms}",
+            f"quantum_ms = {'inf' if d.quantum_ms == float('inf') else d.quantum_ms}",
             f"max_results = {d.max_results}",
             f'plan_mode = "{d.plan_mode}"',
             f"plan_threshold_bytes = {d.plan_threshold_bytes}",

@@ -79,7 +79,7 @@ class Runner:
 
     def _execute(self, task: q.Task, dataset: Dataset) -> Page:
         store = self.stores[dataset.name]
-        seconds = dataset.quantum_ms / 1000
+        seconds = None if dataset.quantum_ms == float("inf") else dataset.quantum_ms / 1000
         kind = task.WhichOneof("input")
         if kind == "query":
             return execute(store, query=task.query, quantum_seconds=seconds, max_results=dataset.max_results)

@@ -146,17 +146,18 @@ class Compiler:
             elif n.name == "BGP":
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
-                if n.expr.name != "TrueFilter":
+                if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare Literal
                     expr = expressions.to_proto(n.expr, self.scope(n.p))
                     filters.append((expr, frozenset(expressions.variables(expr))))
                 stack.append(n.p)
             else:
                 parts.append(n)
+        # compile everything first: what is refused must not depend on the data
         components = [self.triple(t) for t in triples]
+        subpatterns = [self.pattern(p, bound) for p in parts]
         if any(c is None for c in components):
             return Component(Values(self.ctx, [], []), 0, frozenset(), frozenset())  # a constant the data lacks
-        comps: list[Component] = [c for c in components if c is not None]
-        comps += [self.pattern(p, bound) for p in parts]
+        comps: list[Component] = [c for c in components if c is not None] + subpatterns
         if not comps:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
@@ -178,11 +179,12 @@ class Compiler:
         return [triple]
 
     def triple(self, triple: tuple[Node, Node, Node]) -> Component | None:
+        """A scan, or None when a constant is not in the data (no match)."""
+        if any(isinstance(term, Path) for term in triple):
+            raise UnsupportedQuery("property path")
         codes = []
         constants = []
         for term in triple:
-            if isinstance(term, Path):
-                raise UnsupportedQuery("property path")
             if isinstance(term, Variable | BNode):
                 codes.append(self.slot(term) << 1 | 1)
                 constants.append(0)

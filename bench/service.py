@@ -1,0 +1,202 @@
+"""Service benchmark (issue 3): the gateway -> Redis -> worker -> gateway
+round trip, throughput with 1 and 2 workers, and the convoy effect a time
+quantum avoids. Each configuration runs `quanta up` on this machine.
+
+    python bench/service.py [--dataset /path/watdiv-1m.hdt] [--quick]
+
+Writes bench/results/service.json and the `service` block of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import replace_block  # noqa: E402
+
+from quanta.client import QuantaClient  # noqa: E402
+from quanta.common.local import free_port  # noqa: E402
+from quanta.engine.testing import shared_dir  # noqa: E402
+
+WATDIV = shared_dir() / "datasets" / "watdiv"
+BASIC = sorted((WATDIV / "queries" / "basic").glob("*.rq"))
+TINY = "ASK { <http://db.uwaterloo.ca/~galuc/wsdbm/User0> ?p ?o }"
+
+
+@contextmanager
+def service(dataset: Path, *, workers: int, quantum_ms: float, max_results: int = 2000):  # type: ignore[no-untyped-def]
+    port = free_port()
+    cmd = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
+           "--quantum-ms", str(quantum_ms), "--max-results", str(max_results), "--dataset", f"watdiv={dataset}"]
+    env = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", "QUANTA_RATE_LIMIT": "100000", "QUANTA_RATE_BURST": "100000"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("service did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"p50": round(pick(0.5), 3), "p99": round(pick(0.99), 3), "mean": round(statistics.fmean(ordered), 3)}
+
+
+def round_trip(dataset: Path, n: int) -> dict[str, object]:
+    """Latency seen by a client minus the worker's own work (parse, resume,
+    quantum, suspend): what the gateway, Redis and the hops cost."""
+    with service(dataset, workers=1, quantum_ms=75) as url, QuantaClient(url) as client:
+        for _ in range(50):  # warm up (parse cache, connections)
+            list(client.pages("watdiv", TINY))
+        total, overhead = [], []
+        for _ in range(n):
+            start = time.perf_counter()
+            (page,) = client.pages("watdiv", TINY)
+            elapsed = (time.perf_counter() - start) * 1000
+            s = page.stats
+            work = s.get("parse_ms", 0) + s.get("resume_ms", 0) + s.get("quantum_ms", 0) + s.get("suspend_ms", 0)
+            total.append(elapsed)
+            overhead.append(elapsed - work)
+    return {"requests": n, "latency_ms": percentiles(total), "overhead_ms": percentiles(overhead)}
+
+
+def _client_run(args: tuple[str, list[str]]) -> tuple[int, float, list[float], list[float]]:
+    url, queries = args
+    first, done = [], []
+    with QuantaClient(url) as client:
+        for text in queries:
+            start = time.perf_counter()
+            got_first = None
+            for page in client.pages("watdiv", text):
+                if got_first is None and (page.bindings or page.next is None):
+                    got_first = time.perf_counter() - start
+            first.append(got_first or 0.0)
+            done.append(time.perf_counter() - start)
+    return len(queries), sum(done), first, done
+
+
+def throughput(dataset: Path, workers: int, clients: int, queries: list[str]) -> dict[str, object]:
+    with service(dataset, workers=workers, quantum_ms=75) as url:
+        shares = [(url, queries[i::clients]) for i in range(clients)]
+        start = time.perf_counter()
+        with ProcessPoolExecutor(clients) as pool:
+            results = list(pool.map(_client_run, shares))
+        elapsed = time.perf_counter() - start
+    completed = sum(r[0] for r in results)
+    return {"workers": workers, "clients": clients, "queries": completed, "seconds": round(elapsed, 2),
+            "queries_per_s": round(completed / elapsed, 2)}
+
+
+def convoy(dataset: Path, quantum_ms: float, long_queries: list[str], short_queries: list[str]) -> dict[str, object]:
+    """Long and short queries from concurrent clients on 1 worker: with a
+    quantum, the short ones stop waiting behind the long ones."""
+    with service(dataset, workers=1, quantum_ms=quantum_ms, max_results=10**9) as url:
+        shares = [(url, [q]) for q in long_queries] + [(url, short_queries)]
+        with ProcessPoolExecutor(len(shares)) as pool:
+            futures = [pool.submit(_client_run, s) for s in shares]
+            results = [f.result() for f in futures]
+    longs, shorts = results[:-1], results[-1]
+    return {
+        "quantum_ms": quantum_ms,
+        "short_first_results_s": percentiles(shorts[2]),
+        "short_completion_s": percentiles(shorts[3]),
+        "long_completion_s": percentiles([d for r in longs for d in r[3]]),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", default=str(WATDIV / "watdiv-1m.hdt"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "service.json"))
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="quanta-bench-"))
+    dataset = work / Path(args.dataset).name
+    shutil.copy(args.dataset, dataset)  # pyHDT writes its side index beside the file
+    quick = args.quick
+    mix = [p.read_text() for p in BASIC if p.stem.split("_")[0] != "C3"] * (1 if quick else 2)
+    heavy = [p.read_text() for p in BASIC if p.stem.split("_")[0] == "C3"][: 2 if quick else 4]
+    short = [p.read_text() for p in BASIC if p.stem.split("_")[0] in ("L1", "S1", "F1")][: 6 if quick else 20]
+    result: dict[str, object] = {
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "python": platform.python_version()},
+        "dataset": Path(args.dataset).name,
+        "round_trip": round_trip(dataset, 200 if quick else 2000),
+    }
+    one = throughput(dataset, 1, 4, mix)
+    two = throughput(dataset, 2, 4, mix)
+    result["throughput"] = {"one_worker": one, "two_workers": two,
+                            "speedup": round(two["queries_per_s"] / one["queries_per_s"], 2)}  # type: ignore[operator]
+    result["convoy"] = [convoy(dataset, 75, heavy, short), convoy(dataset, float("inf"), heavy, short)]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    replace_block(REPO / "docs" / "benchmarks.md", "service", render(result, " ".join(sys.argv[1:])))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
+    rt, tp = r["round_trip"], r["throughput"]
+    lines = [
+        f"Measured by `python bench/service.py {argv}`".rstrip() + f" on {r['dataset']}, "
+        f"{r['machine']['cores']} cores; raw figures in `bench/results/service.json`.",
+        "",
+        "| round trip (gateway → Redis → worker → gateway) | p50 | p99 | mean |",
+        "|---|---|---|---|",
+        f"| whole request, ms | {rt['latency_ms']['p50']} | {rt['latency_ms']['p99']} | {rt['latency_ms']['mean']} |",
+        f"| overhead (minus the worker's work), ms | {rt['overhead_ms']['p50']} | {rt['overhead_ms']['p99']} | "
+        f"{rt['overhead_ms']['mean']} |",
+        "",
+        "| throughput, WatDiv basic mix without C3, 4 clients | queries | seconds | queries/s |",
+        "|---|---|---|---|",
+    ]
+    for key in ("one_worker", "two_workers"):
+        t = tp[key]
+        lines.append(f"| {t['workers']} worker(s) | {t['queries']} | {t['seconds']} | {t['queries_per_s']} |")
+    lines += [
+        "",
+        f"Two workers give **{tp['speedup']}×** the throughput of one (the gateway, Redis and the",
+        "client processes share the same 2 cores).",
+        "",
+        "| convoy: C3 queries and short queries at once, 1 worker | short: first results p50 / p99 (s) | "
+        "short: completion p50 / p99 (s) | long: completion p50 (s) |",
+        "|---|---|---|---|",
+    ]
+    for c in r["convoy"]:
+        name = "∞ (first come, first served)" if c["quantum_ms"] == float("inf") else f"{c['quantum_ms']:g} ms"
+        lines.append(
+            f"| quantum {name} | {c['short_first_results_s']['p50']} / {c['short_first_results_s']['p99']} | "
+            f"{c['short_completion_s']['p50']} / {c['short_completion_s']['p99']} | {c['long_completion_s']['p50']} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

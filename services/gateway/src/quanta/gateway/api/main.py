@@ -1,0 +1,10 @@
+"""All routers, assembled in one place."""
+
+from fastapi import APIRouter
+
+from quanta.gateway.api import datasets, health, queries
+
+api_router = APIRouter()
+api_router.include_router(datasets.router)
+api_router.include_router(queries.router)
+api_router.include_router(health.router)

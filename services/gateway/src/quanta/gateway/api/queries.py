@@ -1,0 +1,104 @@
+"""POST /v1/datasets/{name}/query: start or continue a query, one quantum per request."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from fastapi import APIRouter, Request, Response
+
+from quanta.common.catalog import Dataset
+from quanta.gateway import metrics
+from quanta.gateway.deps import ClientId, ServicesDep, SettingsDep
+from quanta.gateway.models import QueryPage, QueryRequest
+from quanta.gateway.pages import page_body, stats, worker_problem
+from quanta.gateway.problems import Problem, openapi_responses
+from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
+from quanta.queue.v1 import queue_pb2
+
+router = APIRouter(prefix="/v1/datasets", tags=["queries"])
+
+MODES = {
+    "auto": queue_pb2.PLAN_MODE_AUTO,
+    "value": queue_pb2.PLAN_MODE_VALUE,
+    "reference": queue_pb2.PLAN_MODE_REFERENCE,
+}
+PROBLEMS = openapi_responses(
+    "invalid-request", "syntax-error", "invalid-token", "invalid-plan", "unknown-dataset", "dataset-mismatch",
+    "plan-expired", "body-too-large", "query-too-long", "unsupported-operator", "rate-limited", "internal",
+    "dead-letter", "queue-full", "redis-unavailable", "reply-timeout",
+)  # fmt: skip
+
+
+@router.post(
+    "/{name}/query",
+    response_class=Response,
+    responses={200: {"model": QueryPage, "description": "a page of results"}, **PROBLEMS},
+    summary="Run one quantum of a query",
+)
+async def query(
+    name: str, body: QueryRequest, request: Request, services: ServicesDep, settings: SettingsDep, client: ClientId
+) -> Response:
+    """Start a query with `{"query": ...}`, then send each page's `next` back until it is null.
+
+    Each request runs one quantum on some worker; the saved plan comes back in
+    `next`, signed (by value) or as a signed reference to Redis.
+    """
+    dataset = services.catalog.get(name)
+    if dataset is None:
+        raise Problem("unknown-dataset", f"no dataset named {name!r}; GET /v1/datasets lists them")
+    task = queue_pb2.Task(id=uuid.uuid4().hex, dataset=name)
+    request.state.task_id = task.id  # the access log line joins the worker's logs on it
+    mode = _input(task, body, dataset, services.signer, settings.max_query_chars)
+    task.plan_mode = mode or MODES[dataset.plan_mode]  # type: ignore[assignment]
+
+    started = time.perf_counter()
+    reply = await services.dispatcher.run(client, task)
+    round_trip_ms = (time.perf_counter() - started) * 1000
+    if task.WhichOneof("input") == "query":
+        metrics.QUERIES_STARTED.labels(name).inc()
+    if reply is None:
+        metrics.REPLY_TIMEOUTS.inc()
+        resume = body.next or services.signer.sign(Token(Kind.QUERY, name, task.query.encode(), mode))
+        raise Problem(
+            "reply-timeout", f"no worker replied within {settings.reply_timeout_s:g} s; send `next` to resume",
+            headers={"Retry-After": "1"}, next=resume, retry_after=1,
+        )  # fmt: skip
+    if reply.WhichOneof("outcome") != "page":
+        raise worker_problem(reply.error)
+
+    page = reply.page
+    where = page.WhichOneof("next")
+    if where == "plan":
+        token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode))
+    elif where == "plan_ref":
+        token = services.signer.sign(Token(Kind.REFERENCE, name, page.plan_ref.encode(), mode))
+    else:
+        token = None
+        metrics.QUERIES_COMPLETED.labels(name).inc()
+    plan = {"plan": "value", "plan_ref": "reference"}.get(where or "")
+    return Response(page_body(page, token, stats(page, plan, round_trip_ms)), media_type="application/json")
+
+
+def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: Signer, max_chars: int) -> int:
+    """Fill the task's input from the request; returns the plan mode asked for (0: the dataset's)."""
+    if body.query is not None:
+        if len(body.query) > max_chars:
+            metrics.REJECTED.labels("too_large").inc()
+            raise Problem("query-too-long", f"{len(body.query)} characters; this service takes up to {max_chars}")
+        task.query = body.query
+        return MODES[body.plan] if body.plan else 0
+    try:
+        token = signer.verify(body.next or "")
+    except InvalidToken as error:
+        metrics.REJECTED.labels("invalid_token").inc()
+        raise Problem("invalid-token", str(error)) from error
+    if token.dataset != dataset.name:
+        raise Problem("dataset-mismatch", f"this token continues a query on {token.dataset!r}, not {dataset.name!r}")
+    if token.kind is Kind.VALUE:
+        task.plan = token.payload
+    elif token.kind is Kind.REFERENCE:
+        task.plan_ref = token.payload.decode()
+    else:
+        task.query = token.payload.decode()
+    return MODES[body.plan] if body.plan else token.mode

@@ -1,0 +1,90 @@
+"""`quanta gateway`: serve the HTTP API with uvicorn (flags for the listener, QUANTA_* env vars for the rest)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.config
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from quanta.common.catalog import CatalogError, load_catalog
+from quanta.gateway.config import Settings
+from quanta.gateway.logs import logging_config
+
+log = logging.getLogger("quanta.gateway")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn processes (default: %(default)s)")
+    parser.add_argument("--catalog", metavar="FILE", help="dataset catalog (default: $QUANTA_CATALOG)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    config = logging_config(args.log_level.upper())
+    logging.config.dictConfig(config)
+    if args.catalog:
+        os.environ["QUANTA_CATALOG"] = str(Path(args.catalog).resolve())
+    settings = _check_settings()
+    if settings is None:
+        return 2
+    if settings.dev and not os.environ.get("QUANTA_SECRET_KEYS"):
+        # Every process must sign with the same key, or pages would fail on the next process.
+        os.environ["QUANTA_SECRET_KEYS"] = settings.secret_keys
+    own_dir = _multiprocess_dir(args.workers)
+    import uvicorn  # after PROMETHEUS_MULTIPROC_DIR is set: prometheus_client reads it at import
+
+    try:
+        uvicorn.run(
+            "quanta.gateway.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
+            log_config=config, access_log=False, proxy_headers=False,
+            timeout_graceful_shutdown=int(settings.reply_timeout_s) + 5,
+        )  # fmt: skip
+    finally:
+        if own_dir:
+            shutil.rmtree(own_dir, ignore_errors=True)
+    return 0
+
+
+def _check_settings() -> Settings | None:
+    """Settings and catalog, or None after saying what is wrong (fail before forking workers)."""
+    try:
+        settings = Settings()  # type: ignore[call-arg]
+        load_catalog(settings.catalog)
+    except (ValidationError, CatalogError) as error:
+        print(f"quanta gateway: {error}", file=sys.stderr)
+        return None
+    return settings
+
+
+def _multiprocess_dir(workers: int) -> str | None:
+    """Several processes share metrics through files; make a directory for them if none is set."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    own = None
+    if path is None and workers > 1:
+        path = own = tempfile.mkdtemp(prefix="quanta-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    if path:
+        # Values left by a previous run would be summed with this one's.
+        for stale in Path(path).glob("*.db"):
+            stale.unlink(missing_ok=True)
+    return own
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m quanta.gateway.cli`: the same command without the `quanta` entry point."""
+    parser = argparse.ArgumentParser(prog="quanta gateway", description=__doc__)
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The gateway's one settings class: everything it reads from the environment (QUANTA_*)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger("quanta.gateway")
+
+KID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
+# Short secrets make HMAC guessable; a generated one is 32 random bytes.
+MIN_SECRET_CHARS = 16
+
+
+class Settings(BaseSettings):
+    """Read from QUANTA_<NAME>; see docs/protocol.md ("Configuration")."""
+
+    model_config = SettingsConfigDict(env_prefix="QUANTA_", extra="ignore", frozen=True)
+
+    catalog: Path = Field(description="dataset catalog (TOML); the gateway only reads names and options")
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # "k2:secret2,k1:secret1": the first key signs, every key verifies (rotation).
+    secret_keys: str = Field(default="", repr=False)
+    # Development mode: a random secret when none is given (tokens die with the process).
+    dev: bool = False
+    max_queue: int = Field(default=1000, ge=1, description="stream length past which new tasks get 503")
+    reply_timeout_s: float = Field(default=30.0, gt=0, description="wait for a worker's reply, then 504")
+    rate_limit: float = Field(default=50.0, ge=0, description="requests/s per client; 0 disables")
+    rate_burst: int = Field(default=100, ge=1, description="token bucket size")
+    max_body_bytes: int = Field(default=1 << 20, ge=256)
+    max_query_chars: int = Field(default=100_000, ge=16)
+    # Key clients by the last X-Forwarded-For hop (only behind a proxy that sets it).
+    trust_forwarded: bool = False
+    # Retry-After (seconds) when the queue is full or Redis is unreachable.
+    retry_after_s: int = Field(default=1, ge=1)
+    # Timeouts for ordinary Redis commands; blocking reads get their own.
+    redis_timeout_s: float = Field(default=2.0, gt=0)
+    redis_connect_timeout_s: float = Field(default=1.0, gt=0)
+    access_log: bool = True
+
+    @model_validator(mode="after")
+    def _check_secrets(self) -> Settings:
+        if not self.secret_keys:
+            if not self.dev:
+                raise ValueError(
+                    "QUANTA_SECRET_KEYS is required (e.g. 'k1:<32 random chars>'); QUANTA_DEV=1 for a dev key"
+                )
+            log.warning("QUANTA_DEV=1 without QUANTA_SECRET_KEYS: signing with a random key that dies with the process")
+            object.__setattr__(self, "secret_keys", "dev:" + secrets.token_urlsafe(32))
+        parse_keys(self.secret_keys, allow_short=self.dev)
+        return self
+
+    def signing_keys(self) -> list[tuple[str, bytes]]:
+        """(key id, secret) in order; the first signs."""
+        return parse_keys(self.secret_keys, allow_short=self.dev)
+
+
+def parse_keys(spec: str, allow_short: bool = False) -> list[tuple[str, bytes]]:
+    keys: list[tuple[str, bytes]] = []
+    for item in spec.split(","):
+        kid, sep, secret = item.strip().partition(":")
+        if not sep or not KID.match(kid) or not secret:
+            raise ValueError(f"QUANTA_SECRET_KEYS: expected 'kid:secret,...' with kid matching {KID.pattern}")
+        if len(secret) < MIN_SECRET_CHARS and not allow_short:
+            raise ValueError(f"QUANTA_SECRET_KEYS: secret for {kid!r} is shorter than {MIN_SECRET_CHARS} characters")
+        if any(kid == k for k, _ in keys):
+            raise ValueError(f"QUANTA_SECRET_KEYS: key id {kid!r} appears twice")
+        keys.append((kid, secret.encode()))
+    return keys
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The settings of this process (tests pass their own to create_app instead)."""
+    return Settings()  # type: ignore[call-arg]

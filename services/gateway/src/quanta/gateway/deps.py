@@ -1,0 +1,59 @@
+"""Typed dependencies, so route signatures say what they use and tests can override any of them.
+
+All are `async def`: FastAPI runs plain `def` dependencies in a thread pool,
+a thread hop per dependency per request. Settings come from app.state (set by
+create_app) rather than through `dependency_overrides`, which FastAPI
+re-analyses on every request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from redis.asyncio import Redis
+
+from quanta.common.catalog import Dataset
+from quanta.gateway.admission import client_id
+from quanta.gateway.config import Settings
+from quanta.gateway.dispatch import Dispatcher
+from quanta.gateway.tokens import Signer
+
+
+@dataclass(slots=True)
+class Services:
+    """What the lifespan builds once per process and every request shares."""
+
+    settings: Settings
+    catalog: dict[str, Dataset]
+    signer: Signer
+    redis: Redis  # ordinary commands, short timeouts
+    dispatcher: Dispatcher
+
+
+async def get_services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+async def get_settings(request: Request) -> Settings:
+    return request.app.state.services.settings  # type: ignore[no-any-return]
+
+
+async def get_redis(request: Request) -> Redis:
+    return request.app.state.services.redis  # type: ignore[no-any-return]
+
+
+async def get_catalog(request: Request) -> dict[str, Dataset]:
+    return request.app.state.services.catalog  # type: ignore[no-any-return]
+
+
+async def get_client_id(request: Request) -> str:
+    return client_id(request, request.app.state.services.settings.trust_forwarded)
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+ServicesDep = Annotated[Services, Depends(get_services)]
+RedisDep = Annotated[Redis, Depends(get_redis)]
+CatalogDep = Annotated[dict[str, Dataset], Depends(get_catalog)]
+ClientId = Annotated[str, Depends(get_client_id)]

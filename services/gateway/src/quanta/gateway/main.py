@@ -1,0 +1,106 @@
+"""The application: `create_app(settings)` builds it; the lifespan opens Redis once per process.
+
+uvicorn runs it as a factory (`quanta.gateway.main:create_app`), so each
+worker process builds its own app from the same environment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.openapi.utils import get_openapi
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from quanta.common.catalog import load_catalog
+from quanta.gateway import metrics, problems
+from quanta.gateway.admission import Admitter
+from quanta.gateway.api.main import api_router
+from quanta.gateway.config import Settings, get_settings
+from quanta.gateway.deps import Services
+from quanta.gateway.dispatch import Dispatcher
+from quanta.gateway.middleware import BodyTooLarge, Edge
+from quanta.gateway.models import problem_schema
+from quanta.gateway.tokens import Signer
+
+log = logging.getLogger("quanta.gateway")
+
+DESCRIPTION = """Preemptive SPARQL: every request runs one time quantum of a query on some worker
+and answers with the results so far and a `next` token that continues it. Errors are RFC 9457
+problems (`application/problem+json`) with stable `type` URIs. See docs/protocol.md."""
+
+
+def _version() -> str:
+    try:
+        return version("quanta-gateway")
+    except PackageNotFoundError:
+        return "0"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; the catalog and secrets are checked here, so a bad config fails at start."""
+    settings = settings or get_settings()
+    catalog = load_catalog(settings.catalog)
+    signer = Signer(settings.signing_keys())
+    metrics.init_datasets(list(catalog))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Ordinary commands: short timeouts and one retry (a pooled connection may predate a Redis restart).
+        redis = Redis.from_url(
+            settings.redis_url, socket_timeout=settings.redis_timeout_s,
+            socket_connect_timeout=settings.redis_connect_timeout_s, retry=Retry(NoBackoff(), 1),
+        )  # fmt: skip
+        # Blocking reads: no socket timeout (BLPOP has its own), no retry (a lost connection
+        # means a lost reply list: answer 503 at once rather than wait for nothing).
+        blocking = Redis.from_url(
+            settings.redis_url, socket_timeout=None,
+            socket_connect_timeout=settings.redis_connect_timeout_s, retry=Retry(NoBackoff(), 0),
+        )  # fmt: skip
+        admitter = Admitter(redis, settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
+        dispatcher = Dispatcher(redis, blocking, admitter, settings.reply_timeout_s, settings.retry_after_s)
+        app.state.services = Services(
+            settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher
+        )
+        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": _redacted(settings.redis_url)})
+        try:
+            yield
+        finally:
+            await redis.aclose()
+            await blocking.aclose()
+
+    app = FastAPI(title="quanta", version=_version(), description=DESCRIPTION, lifespan=lifespan)
+    problems.install(app)
+    app.add_exception_handler(BodyTooLarge, _on_body_too_large)
+    app.include_router(api_router)
+    app.add_middleware(Edge, max_body_bytes=settings.max_body_bytes, access_log=settings.access_log)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+async def _on_body_too_large(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BodyTooLarge)
+    problem = problems.Problem("body-too-large", str(exc.detail), limit=exc.limit)
+    return problems.problem_response(413, problem.body(request.url.path))
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the ProblemDetails schema the error responses refer to."""
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        schemas["ProblemDetails"] = problem_schema()
+        app.openapi_schema = doc
+    return app.openapi_schema
+
+
+def _redacted(url: str) -> str:
+    """The Redis URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.rpartition("@")[2] if sep else url

@@ -1,0 +1,123 @@
+"""Prometheus metrics of the gateway.
+
+Counters and histograms live in this process; with several uvicorn processes
+set PROMETHEUS_MULTIPROC_DIR (before start, to an empty directory) and every
+process writes its values there, and a scrape of any one of them sums them all
+(`quanta gateway --workers N` does it for you). Queue gauges are never stored:
+they are read from Redis at scrape time, so they are right whichever process
+answers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from quanta.common import keys
+
+# `_created` series double the output and no dashboard of ours reads them.
+disable_created_metrics()
+REGISTRY = CollectorRegistry(auto_describe=True)
+REJECT_REASONS = ("queue_full", "rate_limited", "redis_down", "invalid_token", "too_large")
+
+HTTP_REQUESTS = Counter(
+    "quanta_http_requests", "HTTP requests answered", ["route", "method", "status"], registry=REGISTRY
+)
+HTTP_DURATION = Histogram(
+    "quanta_http_request_duration_seconds",
+    "Time to answer an HTTP request, queue wait and quantum included",
+    ["route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+QUERIES_STARTED = Counter(
+    "quanta_queries_started", "Tasks that start a query from its text", ["dataset"], registry=REGISTRY
+)
+QUERIES_COMPLETED = Counter(
+    "quanta_queries_completed", "Pages that end a query (next is null)", ["dataset"], registry=REGISTRY
+)
+REPLY_TIMEOUTS = Counter("quanta_reply_timeouts", "Requests answered 504: no worker replied in time", registry=REGISTRY)
+REJECTED = Counter("quanta_rejected", "Requests refused before reaching a worker", ["reason"], registry=REGISTRY)
+for _reason in REJECT_REASONS:
+    REJECTED.labels(_reason)
+
+
+def init_datasets(names: list[str]) -> None:
+    """Export zeros for every dataset, so rates exist before the first query."""
+    for name in names:
+        QUERIES_STARTED.labels(name)
+        QUERIES_COMPLETED.labels(name)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    redis_up: bool
+    depth: int | None = None
+    pending: int | None = None
+    lag: int | None = None
+    workers: int | None = None
+
+
+async def read_queue(redis: Redis) -> QueueSnapshot:
+    """One pipelined round trip: stream length, consumer group, live heartbeats."""
+    try:
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(keys.TASKS)
+            pipe.zcount(keys.WORKERS, time.time() - keys.WORKER_STALE_S, "+inf")
+            pipe.xinfo_groups(keys.TASKS)
+            depth, workers, groups = await pipe.execute(raise_on_error=False)
+    except (RedisError, OSError):
+        return QueueSnapshot(redis_up=False)
+    if isinstance(depth, Exception) or isinstance(workers, Exception):
+        return QueueSnapshot(redis_up=False)
+    pending = lag = None
+    if not isinstance(groups, Exception):  # no stream yet: no group either
+        for group in groups:
+            if _text(group.get("name")) == keys.GROUP:
+                pending, lag = group.get("pending"), group.get("lag")
+    return QueueSnapshot(redis_up=True, depth=int(depth), pending=pending, lag=lag, workers=int(workers))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class QueueCollector(Collector):
+    """Gauges from one snapshot of Redis, taken for this scrape."""
+
+    def __init__(self, snapshot: QueueSnapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        s = self.snapshot
+        yield GaugeMetricFamily("quanta_redis_up", "Whether this scrape reached Redis", float(s.redis_up))
+        values = [
+            ("quanta_queue_depth", "Tasks in the stream (queued or being run)", s.depth),
+            ("quanta_queue_pending", "Tasks delivered to a worker and not acknowledged yet", s.pending),
+            ("quanta_queue_lag", "Tasks not yet delivered to any worker", s.lag),
+            ("quanta_workers", "Workers with a heartbeat newer than the staleness limit", s.workers),
+        ]
+        for name, doc, value in values:
+            if value is not None:
+                yield GaugeMetricFamily(name, doc, float(value))
+
+
+def exposition(snapshot: QueueSnapshot) -> bytes:
+    """The text format for one scrape: this process's (or all processes') metrics, then the queue's."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        local = CollectorRegistry()
+        MultiProcessCollector(local)
+    else:
+        local = REGISTRY
+    queue = CollectorRegistry(auto_describe=False)
+    queue.register(QueueCollector(snapshot))
+    return generate_latest(local) + generate_latest(queue)

@@ -1,0 +1,83 @@
+"""The edge of every request: request id, body size limit, HTTP metrics, one access log line.
+
+A plain ASGI middleware (not BaseHTTPMiddleware): it adds microseconds, not a
+task per request, and it can cut a body off while it is still arriving.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from quanta.gateway import metrics
+from quanta.gateway.logs import request_id
+
+access = logging.getLogger("quanta.gateway.access")
+SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from `receive` while FastAPI reads the body; an HTTPException so FastAPI re-raises it as is."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body exceeds {limit} bytes")
+        self.limit = limit
+
+
+class Edge:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, access_log: bool = True) -> None:
+        self.app, self.max_body_bytes, self.access_log = app, max_body_bytes, access_log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope["headers"])
+        incoming = headers.get(b"x-request-id", b"").decode("latin-1")
+        rid = incoming if SAFE_ID.match(incoming) else uuid.uuid4().hex
+        context = request_id.set(rid)
+        declared = headers.get(b"content-length", b"")
+        limit = self.max_body_bytes
+        received = 0
+        status = 500
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            if declared.isdigit() and int(declared) > limit:
+                metrics.REJECTED.labels("too_large").inc()
+                raise BodyTooLarge(limit)
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > limit:
+                metrics.REJECTED.labels("too_large").inc()
+                raise BodyTooLarge(limit)
+            return message
+
+        async def tagged_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tagged_send)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", "unmatched")
+            metrics.HTTP_REQUESTS.labels(route, scope["method"], str(status)).inc()
+            metrics.HTTP_DURATION.labels(route).observe(elapsed)
+            if self.access_log:
+                access.info(
+                    "request",
+                    extra={"method": scope["method"], "path": scope["path"], "route": route, "status": status,
+                           "duration_ms": round(elapsed * 1000, 3), "client": (scope.get("client") or ("",))[0],
+                           "task_id": scope.get("state", {}).get("task_id")},
+                )  # fmt: skip
+            request_id.reset(context)

@@ -1,0 +1,147 @@
+"""Request and response models: they validate requests and document responses in the OpenAPI.
+
+Pages are not serialized through these models (the bindings arrive as JSON
+bytes from the worker and are spliced in as they are); QueryPage documents
+the shape that splicing produces.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+EXAMPLE_QUERY = "SELECT ?s ?o WHERE { ?s <http://schema.org/caption> ?o } LIMIT 2"
+
+
+class QueryRequest(BaseModel):
+    """Start a query (`query`) or continue one (`next`), never both."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"query": EXAMPLE_QUERY}, {"next": "AQEAAmsxC3dhdGRpdi0xMDBr...", "plan": "reference"}]
+        },
+    )
+
+    query: str | None = Field(None, description="SPARQL query text (the server fragment: see docs/protocol.md)")
+    next: str | None = Field(None, description="the `next` token of the previous page")
+    plan: Literal["auto", "value", "reference"] | None = Field(
+        None,
+        description="how to return the saved plan: in the token (value), kept server-side (reference), or the "
+        "dataset's rule (auto). Omitted: what the query asked for before, else the dataset's default.",
+    )
+
+    @model_validator(mode="after")
+    def _one_input(self) -> QueryRequest:
+        if (self.query is None) == (self.next is None):
+            raise ValueError("give exactly one of `query` (to start) or `next` (to continue)")
+        return self
+
+
+class Head(BaseModel):
+    vars: list[str] | None = Field(None, description="absent for ASK")
+
+
+class Results(BaseModel):
+    bindings: list[dict[str, dict[str, str]]] = Field(description="SPARQL 1.1 JSON results bindings")
+
+
+class Stats(BaseModel):
+    queue_wait_ms: float = Field(description="time the task waited in the stream")
+    parse_ms: float = Field(description="parsing and planning (first page only)")
+    resume_ms: float = Field(description="loading the saved plan")
+    quantum_ms: float = Field(description="execution time of this quantum")
+    suspend_ms: float = Field(description="saving the plan")
+    overshoot_ms: float = Field(description="how far the quantum ran past its deadline")
+    plan_bytes: int = Field(description="size of the saved plan (0 when complete)")
+    worker: str = Field(description="the worker that ran the quantum")
+    results: int = Field(description="solutions in this page")
+    plan: Literal["value", "reference"] | None = Field(description="how `next` carries the plan")
+    round_trip_ms: float = Field(description="from enqueue to reply, as the gateway saw it")
+
+
+class QueryPage(BaseModel):
+    """A page of results. SELECT: `head.vars` and `results`. ASK: `boolean` on the last page."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "head": {"vars": ["s", "o"]},
+                    "results": {
+                        "bindings": [
+                            {
+                                "s": {"type": "uri", "value": "http://db.uwaterloo.ca/~galuc/wsdbm/Product0"},
+                                "o": {"type": "literal", "value": "resolutions ..."},
+                            }
+                        ]
+                    },
+                    "next": "AQEAAmsxC3dhdGRpdi0xMDBr...",
+                    "stats": {
+                        "queue_wait_ms": 0.2,
+                        "parse_ms": 1.9,
+                        "resume_ms": 0.0,
+                        "quantum_ms": 75.1,
+                        "suspend_ms": 0.02,
+                        "overshoot_ms": 0.1,
+                        "plan_bytes": 121,
+                        "worker": "host-1234",
+                        "results": 1,
+                        "plan": "value",
+                        "round_trip_ms": 77.8,
+                    },
+                }
+            ]
+        }
+    )
+
+    head: Head
+    results: Results | None = Field(None, description="absent on the last page of an ASK query")
+    boolean: bool | None = Field(None, description="ASK only, on the last page")
+    next: str | None = Field(description='send it back as {"next": ...} for the next page; null when complete')
+    stats: Stats
+
+
+class DatasetInfo(BaseModel):
+    name: str
+    description: str
+    quantum_ms: float | None = Field(description="time quantum per request; null: never suspended (run to the end)")
+    max_results: int
+    plan_mode: Literal["auto", "value", "reference"]
+
+
+class DatasetList(BaseModel):
+    datasets: list[DatasetInfo]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not-ready"]
+    redis: bool = Field(description="Redis answered PING")
+    workers: int = Field(description="workers with a recent heartbeat")
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details; `type` is stable, other members depend on it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(examples=["https://quanta.dev/problems/syntax-error"])
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    request_id: str | None = None
+    line: int | None = Field(None, description="syntax-error: 1-based line")
+    column: int | None = Field(None, description="syntax-error: 1-based column")
+    operator: str | None = Field(None, description="unsupported-operator: the operator refused")
+    next: str | None = Field(None, description="reply-timeout: send it back to resume without losing anything")
+    retry_after: int | None = Field(None, description="seconds, as in the Retry-After header")
+
+
+def problem_schema() -> dict[str, Any]:
+    return ProblemDetails.model_json_schema(ref_template="#/components/schemas/{model}")

@@ -1,0 +1,132 @@
+"""The gateway in front of a real `quanta worker` process over the sample dataset: queries run
+to completion by following `next`, by value and by reference, and worker errors keep their types."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from quanta.common import keys
+from quanta.common.testing import RedisServer, redis_server
+from quanta.gateway.config import Settings
+from quanta.gateway.testing import Served, problem
+
+pytest.importorskip("quanta.worker", reason="services/worker is not installed")
+
+SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
+QUERY = """SELECT ?product ?caption WHERE {
+  ?product <http://schema.org/caption> ?caption .
+  ?product <http://purl.org/stuff/rev#hasReview> ?review .
+}"""
+
+
+@dataclass
+class Service:
+    client: httpx.Client
+    redis: redis.Redis
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("e2e")
+    shutil.copy(SAMPLE, folder / "watdiv-100k.hdt")  # the worker writes its side index next to it
+    catalog = folder / "catalog.toml"
+    catalog.write_text(
+        '[datasets.watdiv]\npath = "watdiv-100k.hdt"\nquantum_ms = 2\nmax_results = 40\n'
+        '[datasets.whole]\npath = "watdiv-100k.hdt"\nquantum_ms = inf\nmax_results = 100000\n'
+    )
+    with redis_server() as server:
+        worker = _start_worker(server, catalog)
+        settings = Settings(catalog=catalog, redis_url=server.url, secret_keys="e2e:0123456789abcdef01234567")
+        served = Served(settings)
+        try:
+            yield Service(served.client, redis.Redis.from_url(server.url))
+        finally:
+            served.stop()
+            worker.terminate()
+            worker.wait(timeout=20)
+
+
+def _start_worker(server: RedisServer, catalog: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "QUANTA_REDIS_URL": server.url}
+    # An explicit reclaim time: the default (10 quanta) is undefined with an infinite quantum.
+    command = [
+        sys.executable,
+        "-m",
+        "quanta.cli.main",
+        "worker",
+        "--catalog",
+        str(catalog),
+        "--reclaim-idle-ms",
+        "5000",
+    ]
+    worker = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(server.url)
+    deadline = time.monotonic() + 120  # the first start builds the side index
+    while client.zcard(keys.WORKERS) == 0:
+        assert worker.poll() is None, "worker exited"
+        assert time.monotonic() < deadline, "worker did not start"
+        time.sleep(0.05)
+    return worker
+
+
+def run(client: httpx.Client, dataset: str, query: str, plan: str | None = None) -> tuple[list[dict], list[dict]]:
+    body: dict[str, str] = {"query": query} | ({"plan": plan} if plan else {})
+    pages = []
+    while True:
+        response = client.post(f"/v1/datasets/{dataset}/query", json=body)
+        assert response.status_code == 200, response.text
+        pages.append(response.json())
+        if pages[-1]["next"] is None:
+            return pages, [b for p in pages for b in p.get("results", {}).get("bindings", [])]
+        body = {"next": pages[-1]["next"]}
+
+
+def bag(bindings: list[dict]) -> Counter[str]:
+    return Counter(repr(sorted((k, tuple(sorted(v.items()))) for k, v in b.items())) for b in bindings)
+
+
+def test_query_to_completion_by_value_and_by_reference(e2e: Service) -> None:
+    service = e2e.client
+    assert service.get("/readyz").json()["status"] == "ready"
+    whole_pages, whole = run(service, "whole", QUERY)
+    assert len(whole_pages) == 1 and len(whole) > 100
+    by_value_pages, by_value = run(service, "watdiv", QUERY, plan="value")
+    by_ref_pages, by_ref = run(service, "watdiv", QUERY, plan="reference")
+    assert len(by_value_pages) > 3 and len(by_ref_pages) > 3
+    assert bag(by_value) == bag(whole) == bag(by_ref)
+    assert {p["stats"]["plan"] for p in by_value_pages[:-1]} == {"value"}
+    assert {p["stats"]["plan"] for p in by_ref_pages[:-1]} == {"reference"}
+    assert all(p["head"] == {"vars": ["product", "caption"]} for p in by_value_pages)
+    assert by_value_pages[0]["stats"]["worker"] and by_value_pages[0]["stats"]["plan_bytes"] > 0
+
+
+def test_ask(e2e: Service) -> None:
+    pages, _ = run(e2e.client, "watdiv", "ASK { ?s <http://schema.org/caption> ?o }")
+    assert pages[-1]["boolean"] is True and pages[-1]["head"] == {}
+
+
+def test_worker_errors_keep_their_types(e2e: Service) -> None:
+    service = e2e.client
+    syntax = problem(service.post("/v1/datasets/watdiv/query", json={"query": "SELECT * WHERE {\n  ?s ?p \n"}),
+                     400, "syntax-error")  # fmt: skip
+    assert syntax["line"] >= 1 and syntax["column"] >= 1
+    optional = service.post("/v1/datasets/watdiv/query", json={"query": "SELECT * { ?s ?p ?o OPTIONAL { ?o ?q ?r } }"})
+    assert problem(optional, 422, "unsupported-operator")["operator"] == "OPTIONAL"
+    first = service.post("/v1/datasets/watdiv/query", json={"query": QUERY, "plan": "reference"}).json()
+    for key in e2e.redis.scan_iter(keys.plan("*")):
+        e2e.redis.delete(key)  # as if every kept plan had expired
+    problem(service.post("/v1/datasets/watdiv/query", json={"next": first["next"]}), 410, "plan-expired")
+    by_value = service.post("/v1/datasets/watdiv/query", json={"query": QUERY, "plan": "value"}).json()
+    problem(service.post("/v1/datasets/whole/query", json={"next": by_value["next"]}), 409, "dataset-mismatch")

@@ -1,0 +1,114 @@
+"""The service end to end: a real redis-server, real worker processes and a
+real gateway (uvicorn) on free ports, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from quanta.common.local import RedisServer, free_port
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "watdiv-100k.hdt"
+COMMAND = [sys.executable, "-m", "quanta.cli.main"]
+
+
+@dataclass
+class Service:
+    url: str
+    redis: RedisServer
+    env: dict[str, str]
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    gateway: subprocess.Popen[bytes] | None = None
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        name = f"e2e-worker-{len(self.workers)}"
+        proc = subprocess.Popen([*COMMAND, "worker", "--name", name], env=self.env, stderr=subprocess.DEVNULL)
+        self.workers.append(proc)
+        return proc
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("service not ready")
+
+    def stop(self) -> None:
+        for proc in [self.gateway, *self.workers]:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in [self.gateway, *self.workers]:
+            if proc is not None:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def start_service(tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_results: int = 500, **env: str) -> Service:
+    shutil.copy(SAMPLE, tmp / "watdiv-100k.hdt")
+    catalog = tmp / "catalog.toml"
+    catalog.write_text(
+        f'[datasets.watdiv]\npath = "watdiv-100k.hdt"\nquantum_ms = {quantum_ms}\nmax_results = {max_results}\n'
+    )
+    redis = RedisServer().start()
+    port = free_port()
+    service_env = {
+        **os.environ,
+        "QUANTA_REDIS_URL": redis.url,
+        "QUANTA_CATALOG": str(catalog),
+        "QUANTA_SECRET_KEYS": "e2e:0123456789abcdef0123456789abcdef",
+        **env,
+    }
+    service = Service(f"http://127.0.0.1:{port}", redis, service_env)
+    # index the copy once, before workers start
+    from quanta.engine.storage.hdt import HdtStore
+
+    HdtStore(str(tmp / "watdiv-100k.hdt"))
+    for _ in range(workers):
+        service.start_worker()
+    service.gateway = subprocess.Popen(
+        [*COMMAND, "gateway", "--host", "127.0.0.1", "--port", str(port)], env=service_env, stderr=subprocess.DEVNULL
+    )
+    service.wait_ready()
+    return service
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start_service(tmp_path_factory.mktemp("e2e"))
+    yield svc
+    svc.stop()
+    svc.redis.stop()
+
+
+@pytest.fixture
+def make_service(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Start a service of its own (stopped after the test)."""
+    started: list[Service] = []
+
+    def make(**options) -> Service:  # type: ignore[no-untyped-def]
+        folder = tmp_path / f"svc{len(started)}"
+        folder.mkdir()
+        svc = start_service(folder, **options)
+        started.append(svc)
+        return svc
+
+    yield make
+    for svc in started:
+        svc.stop()
+        svc.redis.stop()
