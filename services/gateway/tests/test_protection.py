@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -81,16 +82,19 @@ def test_redis_dies_while_waiting_503_quickly(settings, serve, consumer) -> None
     own = RedisServer().start()
     try:
         client = serve(settings(redis_url=own.url, reply_timeout_s=10))
-        threading.Timer(0.3, own.stop).start()
+        killer = threading.Timer(0.3, own.stop)
+        killer.start()
         started = time.monotonic()
         response = client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
         assert time.monotonic() - started < 3
         problem(response, 503, "redis-unavailable")
+        killer.join()  # stop() has finished: the next start() is the one finally stops
         own.start()  # back, empty: retrying the same request works
         consumer(url=own.url)
         assert client.post("/v1/datasets/watdiv/query", json={"query": QUERY}).status_code == 200
     finally:
         own.stop()
+        shutil.rmtree(own.dir, ignore_errors=True)
 
 
 def test_reply_timeout_504_then_resume_loses_nothing(settings, serve, consumer) -> None:

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import redis
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
     if args.metrics_port:
         start_http_server(args.metrics_port)
-    idle = args.reclaim_idle_ms or max(1000, int(10 * max(d.quantum_ms for d in datasets.values())))
+    idle = args.reclaim_idle_ms or reclaim_idle_ms(datasets.values())
     consumer = Consumer(client, Runner(datasets, stores, client, args.name), args.name, reclaim_idle_ms=idle)
     signal.signal(signal.SIGTERM, lambda *_: consumer.stop())
     signal.signal(signal.SIGINT, lambda *_: consumer.stop())
@@ -68,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
     consumer.serve()
     log.info("worker %s stopped", args.name)
     return 0
+
+
+def reclaim_idle_ms(datasets: Iterable[Dataset]) -> int:
+    """Ten quanta of the slowest dataset, at least a second: a healthy worker
+    always answers well within that. An infinite quantum can run for long,
+    so its tasks are reclaimed only after 10 minutes."""
+    longest = max(d.quantum_ms for d in datasets)
+    return 600_000 if longest == float("inf") else max(1000, int(10 * longest))
 
 
 def open_dataset(dataset: Dataset, client: redis.Redis) -> HdtStore:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from quanta.common.catalog import Dataset
 from quanta.engine.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
-from quanta.engine.results import json_bindings
+from quanta.engine.results import json_bindings_text
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
 
@@ -56,7 +55,7 @@ class Runner:
         if out.ask:
             out.boolean = bool(page.rows)
         else:
-            out.bindings_json = json.dumps(json_bindings(page.head, page.rows), separators=(",", ":")).encode()
+            out.bindings_json = json_bindings_text(page.head, page.rows).encode()
         if page.next is not None:
             if by_reference(task.plan_mode, dataset, len(page.next)):
                 out.plan_ref = self._keep(page.next)

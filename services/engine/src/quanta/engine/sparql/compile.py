@@ -57,6 +57,7 @@ class Compiler:
     slots: dict[Node, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.base = self.parsed.algebra.prologue.base  # IRI() resolves relative IRIs against it
         self.terms = TermTable(self.store)
         self.ctx = Context(self.store, Quantum(None), self.terms, 0)
 
@@ -117,7 +118,7 @@ class Compiler:
         if name == "Extend":
             inner = self.pattern(node.p, bound)
             slot = self.slot(node.var)
-            expr = expressions.to_proto(node.expr, self.scope(node.p))
+            expr = expressions.to_proto(node.expr, self.scope(node.p), self.base)
             return Component(
                 Extend(self.ctx, inner.operator, slot, expr),
                 inner.estimate,
@@ -147,7 +148,7 @@ class Compiler:
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
                 if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare Literal
-                    expr = expressions.to_proto(n.expr, self.scope(n.p))
+                    expr = expressions.to_proto(n.expr, self.scope(n.p), self.base)
                     filters.append((expr, frozenset(expressions.variables(expr))))
                 stack.append(n.p)
             else:

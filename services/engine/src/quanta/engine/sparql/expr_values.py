@@ -16,6 +16,8 @@ import re
 import struct
 from decimal import ROUND_DOWN, Context, Decimal
 
+from quanta.engine.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
 XSD_BOOLEAN = XSD + "boolean"
@@ -66,16 +68,9 @@ NUMERIC_DATATYPES = frozenset([*_INTEGER_RANGES, XSD_DECIMAL, XSD_FLOAT, XSD_DOU
 INTEGER_RE = re.compile(r"[+-]?[0-9]+")
 DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN")
-_TZ = r"(Z|[+-](?:0[0-9]|1[0-4]):[0-5][0-9])?"
-DATETIME_RE = re.compile(
-    r"(-?(?:[1-9][0-9]{3,}|0[0-9]{3}))-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"T([01][0-9]|2[0-4]):([0-5][0-9]):([0-5][0-9](?:\.[0-9]+)?)" + _TZ
-)
-DATE_RE = re.compile(r"(-?(?:[1-9][0-9]{3,}|0[0-9]{3}))-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])" + _TZ)
-
 # Decimal arithmetic: sums are exact; products and quotients keep 18
-# fractional digits, truncated (XPath leaves the precision to the
-# implementation; this is Oxigraph's, so the two agree).
+# fractional digits, truncated (XPath F&O 6.2 leaves the precision to the
+# implementation; Oxigraph's quotients are the same).
 DECIMALS = Context(prec=200, Emax=10**6, Emin=-(10**6))
 _QUANTUM = Decimal(1).scaleb(-18)
 
@@ -121,90 +116,6 @@ class Lit:
 Value = Iri | Blank | Lit
 
 
-class DateTime:
-    """An xsd:dateTime or xsd:date value. `stamp` is seconds on the time line
-    (UTC when `tz` is set, local time otherwise); `tz` is in minutes."""
-
-    __slots__ = ("day", "hour", "minute", "month", "second", "stamp", "tz", "year")
-
-    def __init__(
-        self, year: int, month: int, day: int, hour: int, minute: int, second: Decimal, tz: int | None
-    ) -> None:
-        days = days_from_civil(year, month, day)
-        if hour == 24:  # 24:00:00 is midnight of the next day
-            hour, days = 0, days + 1
-            year, month, day = civil_from_days(days)
-        self.year, self.month, self.day = year, month, day
-        self.hour, self.minute, self.second, self.tz = hour, minute, second, tz
-        self.stamp = DECIMALS.add(Decimal(days * 86400 + hour * 3600 + minute * 60 - (tz or 0) * 60), second)
-
-
-def days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 in the proleptic Gregorian calendar (year 0 = 1 BCE)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-def civil_from_days(z: int) -> tuple[int, int, int]:
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + (3 if mp < 10 else -9)
-    return yoe + era * 400 + (m <= 2), m, d
-
-
-def _days_in_month(y: int, m: int) -> int:
-    if m == 2:
-        return 29 if y % 4 == 0 and (y % 100 != 0 or y % 400 == 0) else 28
-    return 30 if m in (4, 6, 9, 11) else 31
-
-
-def _tz_minutes(tz: str | None) -> int | None:
-    if tz is None:
-        return None
-    if tz == "Z":
-        return 0
-    minutes = int(tz[1:3]) * 60 + int(tz[4:6])
-    if minutes > 14 * 60:
-        raise ExprError("timezone out of range")
-    return -minutes if tz[0] == "-" else minutes
-
-
-def parse_datetime(lex: str) -> DateTime | None:
-    m = DATETIME_RE.fullmatch(lex)
-    if m is None:
-        return None
-    year, month, day, hour, minute = (int(g) for g in m.group(1, 2, 3, 4, 5))
-    second = Decimal(m.group(6))
-    if day > _days_in_month(year, month) or (hour == 24 and (minute or second)):
-        return None
-    try:
-        return DateTime(year, month, day, hour, minute, second, _tz_minutes(m.group(7)))
-    except ExprError:
-        return None
-
-
-def parse_date(lex: str) -> DateTime | None:
-    m = DATE_RE.fullmatch(lex)
-    if m is None:
-        return None
-    year, month, day = (int(g) for g in m.group(1, 2, 3))
-    if day > _days_in_month(year, month):
-        return None
-    try:
-        return DateTime(year, month, day, 0, 0, Decimal(0), _tz_minutes(m.group(4)))
-    except ExprError:
-        return None
-
-
 def to_float32(x: float) -> float:
     """Round a double to the nearest xsd:float."""
     try:
@@ -233,7 +144,7 @@ def make_literal(lex: str, lang: str | None, dt: str | None, gid: int = 0) -> Li
 def _decode(lex: str, dt: str) -> tuple[int, object]:
     bounds = _INTEGER_RANGES.get(dt)
     if bounds is not None:
-        if INTEGER_RE.fullmatch(lex) is None:
+        if INTEGER_RE.fullmatch(lex) is None or len(lex) > 4000:  # int() refuses longer
             return ILL, lex
         i = int(lex)
         low, high = bounds
@@ -345,24 +256,33 @@ def format_double(f: float, single: bool = False) -> str:
     return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
 
 
-def format_datetime(v: DateTime, with_time: bool = True) -> str:
-    year = f"-{-v.year:04d}" if v.year < 0 else f"{v.year:04d}"
-    text = f"{year}-{v.month:02d}-{v.day:02d}"
-    if with_time:
-        seconds = format_decimal(v.second)
-        if v.second < 10:
-            seconds = "0" + seconds
-        text += f"T{v.hour:02d}:{v.minute:02d}:{seconds}"
-    return text + format_tz(v.tz)
+# -- argument checks for the functions --
 
 
-def format_tz(tz: int | None) -> str:
-    if tz is None:
-        return ""
-    if tz == 0:
-        return "Z"
-    sign = "-" if tz < 0 else "+"
-    return f"{sign}{abs(tz) // 60:02d}:{abs(tz) % 60:02d}"
+def literal_arg(v: Value) -> Lit:
+    if type(v) is not Lit:
+        raise ExprError("literal expected")
+    return v
+
+
+def text_arg(v: Value) -> Lit:
+    """A string literal: simple, xsd:string, or language-tagged."""
+    if type(v) is not Lit or not (v.kind == STRING or v.kind == LANG):
+        raise ExprError("string literal expected")
+    return v
+
+
+def simple_arg(v: Value) -> Lit:
+    """A simple literal or xsd:string (no language tag)."""
+    if type(v) is not Lit or v.kind != STRING:
+        raise ExprError("simple literal expected")
+    return v
+
+
+def numeric_arg(v: Value) -> Lit:
+    if type(v) is not Lit or not INTEGER <= v.kind <= DOUBLE:
+        raise ExprError("numeric expected")
+    return v
 
 
 # -- operators --
@@ -399,12 +319,22 @@ def promote(a: Lit, b: Lit) -> tuple[int, object, object]:
     kind = max(a.kind, b.kind)
     x, y = a.val, b.val
     if kind >= FLOAT:
-        x, y = float(x), float(y)  # type: ignore[arg-type]
+        x, y = _float(x), _float(y)  # type: ignore[arg-type]
         if kind == FLOAT:
             x, y = to_float32(x), to_float32(y)
     elif kind == DECIMAL:
         x, y = Decimal(x), Decimal(y)  # type: ignore[arg-type]
     return kind, x, y
+
+
+def _float(x: int | Decimal | float) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an integer beyond the doubles
+        return math.copysign(math.inf, x)
+
+
+_BY_VALUE = frozenset([STRING, INTEGER, DECIMAL, FLOAT, DOUBLE])
 
 
 def equal(a: Value, b: Value) -> bool | None:
@@ -417,12 +347,12 @@ def equal(a: Value, b: Value) -> bool | None:
     if type(a) is not Lit or type(b) is not Lit:
         return same_term(a, b)
     ka, kb = a.kind, b.kind
+    if ka == kb and ka in _BY_VALUE:
+        return a.val == b.val  # the common case: no promotion
     if INTEGER <= ka <= DOUBLE and INTEGER <= kb <= DOUBLE:
         _, x, y = promote(a, b)
         return x == y
     if ka == kb:
-        if ka == STRING:
-            return a.lex == b.lex
         if ka == LANG:
             return a.lex == b.lex and a.lang.lower() == b.lang.lower()  # type: ignore[union-attr]
         if ka == BOOLEAN:
@@ -447,7 +377,10 @@ def compare(a: Value, b: Value) -> int | None:
         return None
     ka, kb = a.kind, b.kind
     if INTEGER <= ka <= DOUBLE and INTEGER <= kb <= DOUBLE:
-        _, x, y = promote(a, b)
+        if ka == kb:
+            x, y = a.val, b.val
+        else:
+            _, x, y = promote(a, b)
         if x != x or y != y:
             return UNORDERED
         return -1 if x < y else (1 if x > y else 0)  # type: ignore[operator]
@@ -459,22 +392,6 @@ def compare(a: Value, b: Value) -> int | None:
     if ka in (DATETIME, DATE):
         return compare_datetimes(a.val, b.val)  # type: ignore[arg-type]
     return None
-
-
-def compare_datetimes(a: DateTime, b: DateTime) -> int | None:
-    """XSD's partial order (3.2.7.4): a value without a timezone may lie
-    anywhere within +-14 hours; if that decides nothing, the result is None."""
-    x, y = a.stamp, b.stamp
-    if (a.tz is None) == (b.tz is None):
-        return -1 if x < y else (1 if x > y else 0)
-    window = 14 * 3600
-    if a.tz is None:
-        if x + window < y:
-            return -1
-        return 1 if x - window > y else None
-    if x < y - window:
-        return -1
-    return 1 if x > y + window else None
 
 
 def arithmetic(op: str, a: Value, b: Value) -> Lit:

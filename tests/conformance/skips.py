@@ -1,0 +1,24 @@
+"""Tests not run as plain conformance tests, by test id (suite/name), each with a
+one-line reason checked by hand.
+
+SKIPS: not run (a defect outside the engine, or outside what the service offers).
+VALUE_COMPARED: numeric literals compared by datatype and value, not lexical form.
+ENGINE_BUGS: engine defects, run as strict xfail: the suite stays green, and an
+    entry becomes an XPASS failure (remove it then) once the bug is fixed.
+"""
+
+from __future__ import annotations
+
+SKIPS: dict[str, str] = {
+    "sparql11/service/service3": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
+    "sparql11/service/service6": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
+}
+
+VALUE_COMPARED: dict[str, str] = {
+    "sparql11/cast/cast-float": "expected floats mix lexical forms (0, 0.0, 0E0, 1.0E0) no canonical form gives",
+    "sparql11/cast/cast-double": "expected doubles mix lexical forms (0, 0.0, 0E0, 1.0E0) no canonical form gives",
+    "sparql11/cast/cast-decimal": "expected results rewrite even the data's literals (0E1 as 0.0^^xsd:double)",
+    "sparql11/functions/plus-1-corrected": 'expects XSD 1.0 canonical decimals ("3.0"), the engine XSD 1.1 ("3")',
+}
+
+ENGINE_BUGS: dict[str, str] = {}
