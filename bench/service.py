@@ -184,7 +184,7 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         lines.append(f"| {t['workers']} worker(s) | {t['queries']} | {t['seconds']} | {t['queries_per_s']} |")
     lines += [
         "",
-        f"Two workers give **{tp['speedup']}×** the throughput of one (the gateway, Redis and the",
+        f"Two workers give **{tp['speedup']}x** the throughput of one (the gateway, Redis and the",
         "client processes share the same 2 cores).",
         "",
         "| convoy: C3 queries and short queries at once, 1 worker | short: first results p50 / p99 (s) | "
