@@ -13,8 +13,6 @@ must never answer it silently). See README.md for the skip and xfail lists.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +41,7 @@ from manifest import (
 )
 from skips import ENGINE_BUGS, SKIPS, VALUE_COMPARED
 
-from quanta.engine.testing import shared_dir
+from quanta.engine.testing import shared_dir, write_hdt
 
 ROOT = Path(os.environ.get("QUANTA_W3C_TESTS", shared_dir() / "conformance" / "w3c-rdf-tests")) / "sparql"
 MANIFESTS = [
@@ -88,33 +86,23 @@ EVALUATION, REFUSED = _classify(CASES)
 class Datasets:
     """HDT files (and their stores) built once per set of data files, in a session tmp dir."""
 
-    def __init__(self, directory: Path, converter: str) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.converter = converter
         self.stores: dict[tuple[Path, ...], HdtStore] = {}
 
     def store(self, files: tuple[Path, ...]) -> HdtStore:
         store = self.stores.get(files)
         if store is None:
             name = f"d{len(self.stores)}"
-            nt, hdt = self.directory / f"{name}.nt", self.directory / f"{name}.hdt"
-            # no data file: an empty default graph (the converter writes an empty HDT)
-            nt.write_bytes(b"".join(to_ntriples(f, blank_prefix=f"f{i}x") for i, f in enumerate(files)))
-            done = subprocess.run([self.converter, "convert", str(nt), str(hdt)], capture_output=True, text=True)
-            assert done.returncode == 0, f"hdt convert failed: {done.stderr}"
-            store = self.stores[files] = HdtStore(str(hdt), name)
+            # no data file: an empty default graph (the writer makes an empty HDT)
+            data = b"".join(to_ntriples(f, blank_prefix=f"f{i}x") for i, f in enumerate(files))
+            store = self.stores[files] = HdtStore(str(write_hdt(data, self.directory, name)), name)
         return store
 
 
 @pytest.fixture(scope="session")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> Datasets:
-    converter = next(
-        (c for c in (os.environ.get("QUANTA_HDT"), str(Path.home() / ".cargo/bin/hdt")) if c and Path(c).exists()),
-        shutil.which("hdt"),
-    )
-    if converter is None:
-        pytest.skip("the Rust HDT converter (`hdt`) is not installed: run `make install`")
-    return Datasets(tmp_path_factory.mktemp("w3c-hdt"), converter)
+    return Datasets(tmp_path_factory.mktemp("w3c-hdt"))
 
 
 @dataclass

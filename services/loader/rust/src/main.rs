@@ -1,7 +1,8 @@
 //! quanta-rdf2hdt: RDF dumps (N-Triples, N-Quads, Turtle; plain or gzip) into one HDT file.
 //!
-//! Parsing is oxttl (strict, the parser the `hdt` crate itself uses); the HDT is written by the
-//! `hdt` crate (`Hdt::from_triples`), never by code of ours. `quanta load` (Python) runs this
+//! Parsing is oxttl (the parser the `hdt` crate itself uses) with all its strict checks (a fast
+//! path parses plain N-Triples lines leniently and runs those checks once per distinct IRI); the
+//! HDT is written by the `hdt` crate (`Hdt::from_triples`), never by code of ours. `quanta load` (Python) runs this
 //! binary and reads the JSON lines it prints on stdout:
 //!
 //!   {"event":"progress","bytes":..,"triples":..}      every --progress-ms
@@ -10,9 +11,12 @@
 //!   {"event":"error","file":..,"line":..,"column":..,"reason":..}     then exit status 1
 //!   {"event":"done",...}                               the summary, exit status 0
 //!
-//! Usage: quanta-rdf2hdt --output OUT --base-uri IRI [--on-error abort|skip] [--threads N]
-//!        [--progress-ms MS] [--scope-blank-nodes] FORMAT:COMPRESSION:PATH...
-//! where FORMAT is nt, nq or ttl and COMPRESSION is gz or plain.
+//! With `--sample BYTES` it writes nothing and prints, per input, what the first BYTES hold
+//! (triples, distinct terms and their bytes): `quanta load`'s memory model extrapolates from it.
+//!
+//! Usage: quanta-rdf2hdt --output OUT --dataset-iri IRI [--on-error abort|skip] [--threads N]
+//!        [--progress-ms MS] [--scope-blank-nodes] --input FORMAT COMPRESSION BASE PATH...
+//! where FORMAT is nt, nq or ttl, COMPRESSION is gz or plain, BASE the base IRI for Turtle.
 //!
 //! Pipeline (why it is shaped like this): the crate's `from_triples` interns terms on the calling
 //! thread, so that thread does nothing else; a producer thread reads (and un-gzips) the inputs,
@@ -42,8 +46,6 @@ const BLOCK_BYTES: usize = 1 << 20;
 /// Triples per batch sent from a Turtle parser to the interning thread.
 const BATCH_TRIPLES: usize = 8192;
 
-type StrTriple = [String; 3];
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
     NTriples,
@@ -54,43 +56,48 @@ enum Format {
 struct Input {
     format: Format,
     gzip: bool,
+    /// Base IRI for relative IRIs (Turtle only; N-Triples and N-Quads have none).
+    base: String,
     path: PathBuf,
     display: String,
 }
 
 struct Args {
     output: PathBuf,
-    base_uri: String,
+    dataset_iri: String,
     skip: bool,
     threads: usize,
     progress_ms: u64,
     scope_blank_nodes: bool,
+    /// `--sample BYTES`: only measure the first BYTES of each input (for the memory model).
+    sample: Option<u64>,
     inputs: Vec<Input>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("quanta-rdf2hdt: {msg}");
     eprintln!(
-        "usage: quanta-rdf2hdt --output OUT --base-uri IRI [--on-error abort|skip] [--threads N] \
-         [--progress-ms MS] [--scope-blank-nodes] FORMAT:COMPRESSION:PATH..."
+        "usage: quanta-rdf2hdt --output OUT --dataset-iri IRI [--on-error abort|skip] [--threads N] \
+         [--progress-ms MS] [--scope-blank-nodes] --input FORMAT COMPRESSION BASE PATH..."
     );
     process::exit(2);
 }
 
 fn parse_args() -> Args {
     let mut output = None;
-    let mut base_uri = None;
+    let mut dataset_iri = None;
     let mut skip = false;
     let mut threads = thread::available_parallelism().map_or(2, std::num::NonZero::get).min(16);
     let mut progress_ms = 0;
     let mut scope_blank_nodes = false;
+    let mut sample = None;
     let mut inputs = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().unwrap_or_else(|| usage(&format!("{name} needs a value")));
         match arg.as_str() {
             "--output" => output = Some(PathBuf::from(value("--output"))),
-            "--base-uri" => base_uri = Some(value("--base-uri")),
+            "--dataset-iri" => dataset_iri = Some(value("--dataset-iri")),
             "--on-error" => match value("--on-error").as_str() {
                 "abort" => skip = false,
                 "skip" => skip = true,
@@ -101,37 +108,36 @@ fn parse_args() -> Args {
                 progress_ms = value("--progress-ms").parse().unwrap_or_else(|_| usage("bad --progress-ms"));
             }
             "--scope-blank-nodes" => scope_blank_nodes = true,
+            "--sample" => sample = Some(value("--sample").parse().unwrap_or_else(|_| usage("bad --sample"))),
             "--version" => {
                 println!("quanta-rdf2hdt {} (hdt crate 0.7.3)", env!("CARGO_PKG_VERSION"));
                 process::exit(0);
             }
-            spec if !spec.starts_with("--") => {
-                let mut parts = spec.splitn(3, ':');
-                let (Some(fmt), Some(comp), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-                    usage(&format!("input {spec:?} is not FORMAT:COMPRESSION:PATH"));
-                };
-                let format = match fmt {
+            "--input" => {
+                let (fmt, comp, base, path) = (value("FORMAT"), value("COMPRESSION"), value("BASE"), value("PATH"));
+                let format = match fmt.as_str() {
                     "nt" => Format::NTriples,
                     "nq" => Format::NQuads,
                     "ttl" => Format::Turtle,
                     _ => usage(&format!("unknown format {fmt:?}")),
                 };
-                let gzip = match comp {
+                let gzip = match comp.as_str() {
                     "gz" => true,
                     "plain" => false,
                     _ => usage(&format!("unknown compression {comp:?}")),
                 };
-                inputs.push(Input { format, gzip, path: PathBuf::from(path), display: path.to_owned() });
+                inputs.push(Input { format, gzip, base, path: PathBuf::from(&path), display: path });
             }
             other => usage(&format!("unknown option {other}")),
         }
     }
-    let output = output.unwrap_or_else(|| usage("--output is required"));
-    let base_uri = base_uri.unwrap_or_else(|| usage("--base-uri is required"));
+    let output =
+        output.unwrap_or_else(|| if sample.is_some() { PathBuf::new() } else { usage("--output is required") });
+    let dataset_iri = dataset_iri.unwrap_or_default();
     if inputs.is_empty() {
         usage("no input");
     }
-    Args { output, base_uri, skip, threads: threads.max(1), progress_ms, scope_blank_nodes, inputs }
+    Args { output, dataset_iri, skip, threads: threads.max(1), progress_ms, scope_blank_nodes, sample, inputs }
 }
 
 // ---------------------------------------------------------------- output lines
@@ -203,6 +209,8 @@ struct Shared {
     min_error_seq: AtomicU64,
     first_error: Mutex<Option<(u64, Problem)>>,
     parsing_done: AtomicBool,
+    /// No "skipped" events (sampling).
+    quiet: bool,
 }
 
 impl Shared {
@@ -221,7 +229,9 @@ impl Shared {
 
     fn report_skip(&self, problem: &Problem) {
         self.skipped.fetch_add(1, Ordering::Relaxed);
-        emit(&problem.json("skipped"));
+        if !self.quiet {
+            emit(&problem.json("skipped"));
+        }
     }
 }
 
@@ -243,57 +253,123 @@ impl<R: Read> Read for Tap<R> {
 
 // ---------------------------------------------------------------- terms in HDT syntax
 
-/// The HDT dictionary spelling (hdt-cpp's, which the engine reads): IRIs bare, literals quoted
-/// with their lexical form unescaped, blank nodes `_:label`.
-struct Speller {
-    /// With several inputs, blank node labels are scoped per input (RDF merge): `_:b` in two
-    /// files are two different nodes.
-    bnode_prefix: String,
+/// Terms of many triples packed into one string: one allocation per batch instead of one per
+/// term, and the terms are freed on the thread that made them rather than on the interning
+/// thread (glibc's malloc is slow at cross-thread frees).
+struct Batch {
+    text: String,
+    /// End offset of each term in `text`; three per triple.
+    ends: Vec<u32>,
 }
 
-impl Speller {
-    fn subject(&self, s: NamedOrBlankNode) -> String {
-        match s {
-            NamedOrBlankNode::NamedNode(n) => n.into_string(),
-            NamedOrBlankNode::BlankNode(b) => self.bnode(b.as_str()),
+impl Batch {
+    fn with_capacity(bytes: usize) -> Self {
+        Self { text: String::with_capacity(bytes), ends: Vec::with_capacity(bytes / 24) }
+    }
+
+    /// An empty batch, recycled when one is available.
+    fn recycled(bytes: usize) -> Self {
+        match BATCHES.take() {
+            Some(mut b) => {
+                b.text.clear();
+                b.ends.clear();
+                b
+            }
+            None => Self::with_capacity(bytes),
         }
     }
 
-    fn object(&self, o: Term) -> String {
-        match o {
-            Term::NamedNode(n) => n.into_string(),
-            Term::BlankNode(b) => self.bnode(b.as_str()),
-            Term::Literal(l) => literal(l),
-        }
+    fn end_term(&mut self) {
+        self.ends.push(u32::try_from(self.text.len()).expect("batch over 4 GiB"));
     }
 
-    fn bnode(&self, label: &str) -> String {
-        let mut s = String::with_capacity(2 + self.bnode_prefix.len() + label.len());
-        s.push_str("_:");
-        s.push_str(&self.bnode_prefix);
-        s.push_str(label);
-        s
+    fn mark(&self) -> (usize, usize) {
+        (self.text.len(), self.ends.len())
+    }
+
+    fn rollback(&mut self, mark: (usize, usize)) {
+        self.text.truncate(mark.0);
+        self.ends.truncate(mark.1);
+    }
+
+    fn term(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    fn triples(&self) -> usize {
+        self.ends.len() / 3
+    }
+
+    /// Appends a triple in the HDT dictionary spelling (hdt-cpp's, which the engine reads):
+    /// IRIs bare, literals quoted with their lexical form unescaped, blank nodes `_:label`.
+    fn push(&mut self, subject: &NamedOrBlankNode, predicate: &str, object: &Term, bnode_prefix: &str) {
+        match subject {
+            NamedOrBlankNode::NamedNode(n) => self.text.push_str(n.as_str()),
+            NamedOrBlankNode::BlankNode(b) => self.push_bnode(b.as_str(), bnode_prefix),
+        }
+        self.end_term();
+        self.text.push_str(predicate);
+        self.end_term();
+        match object {
+            Term::NamedNode(n) => self.text.push_str(n.as_str()),
+            Term::BlankNode(b) => self.push_bnode(b.as_str(), bnode_prefix),
+            Term::Literal(l) => self.push_literal(l),
+        }
+        self.end_term();
+    }
+
+    fn push_bnode(&mut self, label: &str, prefix: &str) {
+        self.text.push_str("_:");
+        self.text.push_str(prefix);
+        self.text.push_str(label);
+    }
+
+    fn push_literal(&mut self, l: &Literal) {
+        self.text.push('"');
+        self.text.push_str(l.value());
+        self.text.push('"');
+        if let Some(lang) = l.language() {
+            self.text.push('@');
+            self.text.push_str(lang);
+        } else {
+            let dt = l.datatype().as_str();
+            if dt != XSD_STRING {
+                self.text.push_str("^^<");
+                self.text.push_str(dt);
+                self.text.push('>');
+            }
+        }
     }
 }
 
-fn literal(l: Literal) -> String {
-    let (value, datatype, language) = l.destruct();
-    let mut s = String::with_capacity(value.len() + 2 + language.as_ref().map_or(0, |l| l.len() + 1));
-    s.push('"');
-    s.push_str(&value);
-    s.push('"');
-    if let Some(lang) = language {
-        s.push('@');
-        s.push_str(&lang);
-    } else if let Some(dt) = datatype {
-        if dt.as_str() != XSD_STRING {
-            s.push_str("^^<");
-            s.push_str(dt.as_str());
-            s.push('>');
+/// Buffers handed back for reuse: a fresh megabyte from the allocator is a fresh mmap, whose
+/// page faults and zeroing cost several percent of the whole conversion.
+struct Pool<T> {
+    items: Mutex<Vec<T>>,
+}
+
+impl<T> Pool<T> {
+    const KEEP: usize = 16;
+
+    const fn new() -> Self {
+        Self { items: Mutex::new(Vec::new()) }
+    }
+
+    fn take(&self) -> Option<T> {
+        self.items.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop()
+    }
+
+    fn give(&self, item: T) {
+        let mut items = self.items.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if items.len() < Self::KEEP {
+            items.push(item);
         }
     }
-    s
 }
+
+static BYTES: Pool<Vec<u8>> = Pool::new();
+static BATCHES: Pool<Batch> = Pool::new();
 
 /// 128-bit fingerprint of a triple, independent of the crate's interner, so the count of distinct
 /// triples we check the HDT against is computed by other code than the one that wrote it.
@@ -310,9 +386,12 @@ impl Fingerprint {
         }
     }
 
-    fn of(&self, t: &StrTriple) -> u128 {
-        let key = (&t[0], &t[1], &t[2]);
-        ((self.a.hash_one(key) as u128) << 64) | self.b.hash_one(key) as u128
+    /// Fingerprints of the triples `from..` of a batch.
+    fn extend(&self, batch: &Batch, from: usize, hashes: &mut Vec<u128>) {
+        for t in from..batch.triples() {
+            let key = (batch.term(3 * t), batch.term(3 * t + 1), batch.term(3 * t + 2));
+            hashes.push((u128::from(self.a.hash_one(key)) << 64) | u128::from(self.b.hash_one(key)));
+        }
     }
 }
 
@@ -325,93 +404,175 @@ struct Block {
     data: Vec<u8>,
 }
 
-enum LineParser {
-    Triples(oxttl::ntriples::LowLevelNTriplesParser),
-    Quads(oxttl::nquads::LowLevelNQuadsParser),
+const RDF_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
+
+/// IRIs already validated, so that the IRIs repeated all over a dump are checked once: the strict
+/// parser re-validates every occurrence, a fifth of the whole conversion's CPU. Direct-mapped and
+/// exact (a hit compares the string).
+struct IriCache {
+    slots: Vec<Option<(u64, Box<str>)>>,
+    hasher: ahash::RandomState,
 }
 
-/// Parses one block line by line: each line is fed alone so that every triple and every error
-/// belongs to a known line, and a line with any error yields no triple at all.
+impl IriCache {
+    const SLOTS: usize = 1 << 14;
+
+    fn new() -> Self {
+        Self { slots: vec![None; Self::SLOTS], hasher: ahash::RandomState::with_seeds(1, 2, 3, 4) }
+    }
+
+    fn valid(&mut self, iri: &str) -> bool {
+        let h = self.hasher.hash_one(iri);
+        let slot = &mut self.slots[(h as usize) & (Self::SLOTS - 1)];
+        if matches!(slot, Some((sh, s)) if *sh == h && &**s == iri) {
+            return true;
+        }
+        if oxiri::Iri::parse(iri).is_err() {
+            return false;
+        }
+        *slot = Some((h, iri.into()));
+        true
+    }
+
+    /// What the strict parser checks and the lenient one does not, for a line without escapes
+    /// or carriage returns: IRIs, language tags, and no rdf:langString without a language.
+    fn valid_triple(&mut self, subject: &NamedOrBlankNode, predicate: &str, object: &Term) -> bool {
+        if let NamedOrBlankNode::NamedNode(n) = subject {
+            if !self.valid(n.as_str()) {
+                return false;
+            }
+        }
+        if !self.valid(predicate) {
+            return false;
+        }
+        match object {
+            Term::NamedNode(n) => self.valid(n.as_str()),
+            Term::BlankNode(_) => true,
+            Term::Literal(l) => match l.language() {
+                Some(lang) => oxilangtag::LanguageTag::parse(lang).is_ok(),
+                None => {
+                    let dt = l.datatype().as_str();
+                    dt == XSD_STRING || (dt != RDF_LANG_STRING && self.valid(dt))
+                }
+            },
+        }
+    }
+}
+
+/// Lines the lenient parser reads exactly as the strict one, given the checks of `IriCache`:
+/// no backslash (escapes, surrogate pairs) and no carriage return but a final one.
+fn plain_line(line: &[u8]) -> bool {
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    memchr::memchr2(b'\\', b'\r', body).is_none()
+}
+
+/// Parses one block line by line. Each line gets its own slice parser: the grammar keeps a
+/// statement on one line, a parser that sees the end of its input never waits for the next line,
+/// so every triple and every error belongs to a known line, and a line with an error yields no
+/// triple at all (oxttl can report an error and still emit the line's triple, e.g. a missing dot).
+///
+/// Fast path: a plain line is parsed leniently and checked by `IriCache`; anything it rejects
+/// (and every line with an escape) is parsed again strictly, which gives oxttl's own error.
 fn parse_block(
-    block: &Block, inputs: &[Input], speller: &Speller, shared: &Shared, fp: &Fingerprint, hashes: &mut Vec<u128>,
-) -> Vec<StrTriple> {
-    let input = &inputs[block.input];
-    let mut parser = match input.format {
-        Format::NQuads => LineParser::Quads(NQuadsParser::new().low_level()),
-        _ => LineParser::Triples(NTriplesParser::new().low_level()),
-    };
-    let mut out = Vec::with_capacity(block.data.len() / 100);
-    let mut line_triples: Vec<(StrTriple, bool)> = Vec::with_capacity(2);
+    block: &Block, input: &Input, bnode_prefix: &str, shared: &Shared, fp: &Fingerprint, hashes: &mut Vec<u128>,
+    iris: &mut IriCache,
+) -> Batch {
+    let data = &block.data;
+    let quads = input.format == Format::NQuads;
+    let mut batch = Batch::recycled(data.len());
     let mut start = 0;
     let mut line_no = block.first_line;
-    let data = &block.data;
+    let mut named = 0u64;
     while start < data.len() {
         let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
         let line = &data[start..end];
-        let mut error: Option<(u64, String)> = None;
-        line_triples.clear();
-        match &mut parser {
-            LineParser::Triples(p) => {
-                p.extend_from_slice(line);
-                if end == data.len() && line.last() != Some(&b'\n') {
-                    p.end();
-                }
-                while let Some(r) = p.parse_next() {
-                    match r {
-                        Ok(t) => line_triples.push((
-                            [speller.subject(t.subject), t.predicate.into_string(), speller.object(t.object)],
-                            false,
-                        )),
-                        Err(e) => {
-                            if error.is_none() {
-                                error = Some((e.location().start.column + 1, e.message().to_owned()));
-                            }
-                        }
+        start = end;
+        line_no += 1;
+        let mark = batch.mark();
+        if plain_line(line) {
+            let mut ok = true;
+            let mut line_named = 0u64;
+            if quads {
+                for r in NQuadsParser::new().lenient().for_slice(line) {
+                    let Ok(q) = r else {
+                        ok = false;
+                        break;
+                    };
+                    let graph_ok = match &q.graph_name {
+                        GraphName::NamedNode(g) => iris.valid(g.as_str()),
+                        _ => true,
+                    };
+                    if !graph_ok || !iris.valid_triple(&q.subject, q.predicate.as_str(), &q.object) {
+                        ok = false;
+                        break;
                     }
+                    batch.push(&q.subject, q.predicate.as_str(), &q.object, bnode_prefix);
+                    line_named += u64::from(q.graph_name != GraphName::DefaultGraph);
+                }
+            } else {
+                for r in NTriplesParser::new().lenient().for_slice(line) {
+                    let Ok(t) = r else {
+                        ok = false;
+                        break;
+                    };
+                    if !iris.valid_triple(&t.subject, t.predicate.as_str(), &t.object) {
+                        ok = false;
+                        break;
+                    }
+                    batch.push(&t.subject, t.predicate.as_str(), &t.object, bnode_prefix);
                 }
             }
-            LineParser::Quads(p) => {
-                p.extend_from_slice(line);
-                if end == data.len() && line.last() != Some(&b'\n') {
-                    p.end();
-                }
-                while let Some(r) = p.parse_next() {
-                    match r {
-                        Ok(q) => line_triples.push((
-                            [speller.subject(q.subject), q.predicate.into_string(), speller.object(q.object)],
-                            q.graph_name != GraphName::DefaultGraph,
-                        )),
-                        Err(e) => {
-                            if error.is_none() {
-                                error = Some((e.location().start.column + 1, e.message().to_owned()));
-                            }
-                        }
+            if ok {
+                named += line_named;
+                continue;
+            }
+            batch.rollback(mark);
+        }
+        let mut line_named = 0u64;
+        let mut error: Option<(u64, String)> = None;
+        let mut on_error = |e: oxttl::TurtleSyntaxError| {
+            if error.is_none() {
+                // the parser saw only this line: its "end of file" is the end of the line
+                let reason = e.message().replace("end of file", "end of line");
+                error = Some((e.location().start.column + 1, reason));
+            }
+        };
+        if quads {
+            for r in NQuadsParser::new().for_slice(line) {
+                match r {
+                    Ok(q) => {
+                        batch.push(&q.subject, q.predicate.as_str(), &q.object, bnode_prefix);
+                        line_named += u64::from(q.graph_name != GraphName::DefaultGraph);
                     }
+                    Err(e) => on_error(e),
+                }
+            }
+        } else {
+            for r in NTriplesParser::new().for_slice(line) {
+                match r {
+                    Ok(t) => batch.push(&t.subject, t.predicate.as_str(), &t.object, bnode_prefix),
+                    Err(e) => on_error(e),
                 }
             }
         }
         if let Some((column, reason)) = error {
-            let problem = Problem { file: input.display.clone(), line: line_no, column, reason };
+            batch.rollback(mark);
+            let problem = Problem { file: input.display.clone(), line: line_no - 1, column, reason };
             if shared.skip {
                 shared.report_skip(&problem);
             } else {
                 shared.record_error(block.seq, problem);
-                return out;
+                return batch;
             }
         } else {
-            for (t, named) in line_triples.drain(..) {
-                if named {
-                    shared.named_graph.fetch_add(1, Ordering::Relaxed);
-                }
-                hashes.push(fp.of(&t));
-                out.push(t);
-            }
+            named += line_named;
         }
-        start = end;
-        line_no += 1;
     }
-    shared.triples.fetch_add(out.len() as u64, Ordering::Relaxed);
-    out
+    fp.extend(&batch, 0, hashes);
+    shared.named_graph.fetch_add(named, Ordering::Relaxed);
+    shared.triples.fetch_add(batch.triples() as u64, Ordering::Relaxed);
+    batch
 }
 
 /// Reads as much as fits in `buf` (short only at end of input).
@@ -438,7 +599,15 @@ fn split_lines(
         if shared.min_error_seq.load(Ordering::Relaxed) != u64::MAX {
             return Ok(());
         }
-        let mut buf = std::mem::take(&mut carry);
+        let mut buf = if carry.len() >= BLOCK_BYTES {
+            std::mem::take(&mut carry) // inside a very long line: keep growing it, no copy
+        } else {
+            let mut buf = BYTES.take().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(&carry);
+            carry.clear();
+            buf
+        };
         let kept = buf.len();
         buf.resize(kept + BLOCK_BYTES, 0);
         let n = read_full(reader, &mut buf[kept..])?;
@@ -454,7 +623,7 @@ fn split_lines(
             carry = buf; // one line longer than a block: keep reading
             continue;
         };
-        carry = buf[last + 1..].to_vec();
+        carry.extend_from_slice(&buf[last + 1..]);
         buf.truncate(last + 1);
         let lines = memchr::memchr_iter(b'\n', &buf).count() as u64;
         let seq = *next_seq;
@@ -468,23 +637,27 @@ fn split_lines(
 
 // ---------------------------------------------------------------- Turtle
 
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn parse_turtle(
-    reader: impl Read, input: &Input, base_uri: &str, seq: u64, speller: &Speller, shared: &Shared,
-    fp: &Fingerprint, hashes: &mut Vec<u128>, out: &SyncSender<Vec<StrTriple>>,
+    reader: impl Read, input: &Input, seq: u64, bnode_prefix: &str, shared: &Shared, fp: &Fingerprint,
+    hashes: &mut Vec<u128>, out: &SyncSender<Batch>,
 ) -> io::Result<()> {
+    let base = &input.base;
     let parser = TurtleParser::new()
-        .with_base_iri(base_uri)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad base IRI {base_uri:?}: {e}")))?;
-    let mut batch = Vec::with_capacity(BATCH_TRIPLES);
+        .with_base_iri(base)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad base IRI {base:?}: {e}")))?;
+    let mut batch = Batch::with_capacity(BATCH_TRIPLES * 100);
+    let mut flush = |batch: &mut Batch| {
+        fp.extend(batch, 0, hashes);
+        shared.triples.fetch_add(batch.triples() as u64, Ordering::Relaxed);
+        let _ = out.send(std::mem::replace(batch, Batch::with_capacity(BATCH_TRIPLES * 100)));
+    };
     for r in parser.for_reader(reader) {
         match r {
             Ok(t) => {
-                let t = [speller.subject(t.subject), t.predicate.into_string(), speller.object(t.object)];
-                hashes.push(fp.of(&t));
-                batch.push(t);
-                if batch.len() == BATCH_TRIPLES {
-                    shared.triples.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    let _ = out.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_TRIPLES)));
+                batch.push(&t.subject, t.predicate.as_str(), &t.object, bnode_prefix);
+                if batch.triples() == BATCH_TRIPLES || batch.text.len() > 1 << 28 {
+                    flush(&mut batch);
                 }
             }
             Err(TurtleParseError::Syntax(e)) => {
@@ -501,14 +674,13 @@ fn parse_turtle(
                     shared.report_skip(&problem);
                 } else {
                     shared.record_error(seq, problem);
-                    break;
+                    return Ok(());
                 }
             }
             Err(TurtleParseError::Io(e)) => return Err(e),
         }
     }
-    shared.triples.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    let _ = out.send(batch);
+    flush(&mut batch);
     Ok(())
 }
 
@@ -537,10 +709,12 @@ fn open(input: &Input, shared: &Arc<Shared>) -> Tap<File> {
     }
 }
 
-fn produce(args: &Args, shared: &Arc<Shared>, triples_out: SyncSender<Vec<StrTriple>>, started: Instant) -> Produced {
+fn produce(args: &Args, shared: &Arc<Shared>, triples_out: SyncSender<Batch>, started: Instant) -> Produced {
     let inputs = &args.inputs;
-    let spellers: Vec<Speller> = (0..inputs.len())
-        .map(|i| Speller { bnode_prefix: if args.scope_blank_nodes { format!("f{}_", i + 1) } else { String::new() } })
+    // With several inputs, blank node labels are scoped per input (RDF merge): `_:b` in two files
+    // are two different nodes.
+    let prefixes: Vec<String> = (0..inputs.len())
+        .map(|i| if args.scope_blank_nodes { format!("f{}_", i + 1) } else { String::new() })
         .collect();
     let fp = Fingerprint::new();
     let (block_tx, block_rx) = sync_channel::<Block>(args.threads * 2);
@@ -551,17 +725,21 @@ fn produce(args: &Args, shared: &Arc<Shared>, triples_out: SyncSender<Vec<StrTri
     thread::scope(|scope| {
         let workers: Vec<_> = (0..args.threads)
             .map(|_| {
-                let (block_rx, spellers, fp, shared, out) = (&block_rx, &spellers, &fp, &**shared, triples_out.clone());
+                let (block_rx, prefixes, fp, shared, out) = (&block_rx, &prefixes, &fp, &**shared, triples_out.clone());
                 scope.spawn(move || {
                     let mut hashes = Vec::new();
+                    let mut iris = IriCache::new();
                     loop {
                         let next = block_rx.lock().unwrap().recv();
                         let Ok(block) = next else { break };
                         if shared.stopped_before(block.seq) {
                             continue;
                         }
-                        let triples = parse_block(&block, inputs, &spellers[block.input], shared, fp, &mut hashes);
-                        if !triples.is_empty() && out.send(triples).is_err() {
+                        let input = &inputs[block.input];
+                        let prefix = &prefixes[block.input];
+                        let batch = parse_block(&block, input, prefix, shared, fp, &mut hashes, &mut iris);
+                        BYTES.give(block.data);
+                        if batch.triples() > 0 && out.send(batch).is_err() {
                             break;
                         }
                     }
@@ -586,17 +764,7 @@ fn produce(args: &Args, shared: &Arc<Shared>, triples_out: SyncSender<Vec<StrTri
                     } else {
                         Box::new(BufReader::with_capacity(1 << 16, &mut tap))
                     };
-                    parse_turtle(
-                        reader,
-                        input,
-                        &args.base_uri,
-                        this_seq,
-                        &spellers[i],
-                        shared,
-                        &fp,
-                        &mut all_hashes,
-                        &triples_out,
-                    )
+                    parse_turtle(reader, input, this_seq, &prefixes[i], shared, &fp, &mut all_hashes, &triples_out)
                 }
                 (_, true) => {
                     let mut gz = MultiGzDecoder::new(BufReader::with_capacity(1 << 16, &mut tap));
@@ -628,22 +796,39 @@ fn produce(args: &Args, shared: &Arc<Shared>, triples_out: SyncSender<Vec<StrTri
     Produced { sources, distinct: all_hashes.len() as u64, parse_seconds }
 }
 
+/// One term of a shared batch, as `Hdt::from_triples` wants it (`AsRef<str>`).
+struct TermRef {
+    batch: Arc<Batch>,
+    index: usize,
+}
+
+impl AsRef<str> for TermRef {
+    fn as_ref(&self) -> &str {
+        self.batch.term(self.index)
+    }
+}
+
 /// Feeds the batches to `Hdt::from_triples` on the calling thread.
 struct Feed {
-    rx: Receiver<Vec<StrTriple>>,
-    current: std::vec::IntoIter<StrTriple>,
+    rx: Receiver<Batch>,
+    batch: Arc<Batch>,
+    next: usize,
 }
 
 impl Iterator for Feed {
-    type Item = StrTriple;
+    type Item = [TermRef; 3];
 
-    fn next(&mut self) -> Option<StrTriple> {
-        loop {
-            if let Some(t) = self.current.next() {
-                return Some(t);
+    fn next(&mut self) -> Option<[TermRef; 3]> {
+        while self.next == self.batch.ends.len() {
+            let done = std::mem::replace(&mut self.batch, Arc::new(self.rx.recv().ok()?));
+            if let Ok(batch) = Arc::try_unwrap(done) {
+                BATCHES.give(batch); // the crate has interned (copied) every term of it
             }
-            self.current = self.rx.recv().ok()?.into_iter();
+            self.next = 0;
         }
+        let i = self.next;
+        self.next += 3;
+        Some([i, i + 1, i + 2].map(|index| TermRef { batch: Arc::clone(&self.batch), index }))
     }
 }
 
@@ -678,8 +863,73 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Triples, distinct terms and distinct term bytes in the first `limit` uncompressed bytes of each
+/// input; malformed statements are ignored (the sample may end mid-statement).
+fn sample(args: &Args, limit: u64) {
+    let shared = Arc::new(Shared {
+        skip: true,
+        bytes_read: AtomicU64::new(0),
+        triples: AtomicU64::new(0),
+        skipped: AtomicU64::new(0),
+        named_graph: AtomicU64::new(0),
+        min_error_seq: AtomicU64::new(u64::MAX),
+        first_error: Mutex::new(None),
+        parsing_done: AtomicBool::new(false),
+        quiet: true,
+    });
+    let fp = Fingerprint::new();
+    for input in &args.inputs {
+        let mut tap = open(input, &shared);
+        let mut data = Vec::new();
+        let read = if input.gzip {
+            MultiGzDecoder::new(BufReader::new(&mut tap)).take(limit).read_to_end(&mut data)
+        } else {
+            (&mut tap).take(limit).read_to_end(&mut data)
+        };
+        if let Err(e) = read {
+            fatal(&input.display, &format!("cannot read: {e}"));
+        }
+        let complete = (data.len() as u64) < limit;
+        let mut batch = Batch::with_capacity(data.len());
+        let sampled;
+        if input.format == Format::Turtle {
+            sampled = data.len();
+            for t in TurtleParser::new().with_base_iri(&input.base).unwrap_or_default().for_slice(&data).flatten() {
+                batch.push(&t.subject, t.predicate.as_str(), &t.object, "");
+            }
+        } else {
+            if !complete {
+                data.truncate(memchr::memrchr(b'\n', &data).map_or(0, |i| i + 1));
+            }
+            sampled = data.len();
+            let block = Block { seq: 0, input: 0, first_line: 1, data };
+            batch = parse_block(&block, input, "", &shared, &fp, &mut Vec::new(), &mut IriCache::new());
+        }
+        let mut seen = std::collections::HashSet::with_capacity(batch.ends.len());
+        let mut distinct_bytes = 0u64;
+        for i in 0..batch.ends.len() {
+            let term = batch.term(i);
+            if seen.insert(fp.a.hash_one(term)) {
+                distinct_bytes += term.len() as u64;
+            }
+        }
+        emit(&format!(
+            "{{\"event\":\"sample\",\"file\":{},\"bytes\":{},\"complete\":{complete},\"triples\":{},\
+             \"distinct_terms\":{},\"distinct_term_bytes\":{distinct_bytes}}}",
+            json_str(&input.display),
+            sampled,
+            batch.triples(),
+            seen.len()
+        ));
+    }
+}
+
 fn main() {
     let args = parse_args();
+    if let Some(limit) = args.sample {
+        sample(&args, limit);
+        return;
+    }
     let started = Instant::now();
     let shared = Arc::new(Shared {
         skip: args.skip,
@@ -690,30 +940,36 @@ fn main() {
         min_error_seq: AtomicU64::new(u64::MAX),
         first_error: Mutex::new(None),
         parsing_done: AtomicBool::new(false),
+        quiet: false,
     });
 
     if args.progress_ms > 0 {
         let shared = Arc::clone(&shared);
         let every = Duration::from_millis(args.progress_ms);
         thread::spawn(move || {
-            while !shared.parsing_done.load(Ordering::Relaxed) {
+            // until the process exits: the driver also uses these ticks to watch memory
+            loop {
                 thread::sleep(every);
                 emit(&format!(
-                    "{{\"event\":\"progress\",\"bytes\":{},\"triples\":{}}}",
+                    "{{\"event\":\"progress\",\"bytes\":{},\"triples\":{},\"parsed\":{}}}",
                     shared.bytes_read.load(Ordering::Relaxed),
-                    shared.triples.load(Ordering::Relaxed)
+                    shared.triples.load(Ordering::Relaxed),
+                    shared.parsing_done.load(Ordering::Relaxed)
                 ));
             }
         });
     }
 
-    let (tx, rx) = sync_channel::<Vec<StrTriple>>(args.threads * 4);
+    let (tx, rx) = sync_channel::<Batch>(args.threads * 2);
     let producer = {
         let shared = Arc::clone(&shared);
         let args = &args;
         thread::scope(|scope| {
             let producer = scope.spawn(move || produce(args, &shared, tx, started));
-            let hdt = hdt::Hdt::from_triples(Feed { rx, current: Vec::new().into_iter() }, &args.base_uri);
+            let hdt = hdt::Hdt::from_triples(
+                Feed { rx, batch: Arc::new(Batch::with_capacity(0)), next: 0 },
+                &args.dataset_iri,
+            );
             let produced = producer.join().expect("producer thread panicked");
             (hdt, produced)
         })
@@ -743,7 +999,8 @@ fn main() {
         "{{\"event\":\"done\",\"triples_read\":{},\"distinct_triples\":{},\"hdt_triples\":{},\"skipped\":{},\
          \"named_graph_triples\":{},\"hdt_bytes\":{},\"hdt_sha256\":\"{}\",\"parse_seconds\":{:.3},\
          \"build_seconds\":{:.3},\"write_seconds\":{:.3},\"seconds\":{:.3},\"peak_rss_bytes\":{},\
-         \"tool\":\"quanta-rdf2hdt {} (hdt crate 0.7.3, oxttl 0.2)\",\"sources\":[{}]}}",
+         \"tool\":{{\"name\":\"quanta-rdf2hdt\",\"version\":\"{}\",\"writer\":\"hdt crate 0.7.3\",\
+         \"parser\":\"oxttl 0.2\"}},\"sources\":[{}]}}",
         shared.triples.load(Ordering::Relaxed),
         produced.distinct,
         hdt_triples,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from xml.sax.saxutils import escape, quoteattr
 
-from quanta.engine.terms import split_literal
+from quanta.engine.terms import escape_lexical, split_literal
 
 FORMATS = {
     "json": "application/sparql-results+json",
@@ -62,8 +62,12 @@ def json_bindings_text(head: Sequence[str], rows: Iterable[Row]) -> str:
 
 
 def nt_term(term: str) -> str:
-    """N-Triples syntax (TSV cells): the dictionary's own, but for IRIs."""
-    return term if term.startswith(('"', "_:")) else f"<{term}>"
+    """N-Triples syntax (TSV cells)."""
+    if term.startswith('"'):
+        lexical, lang, datatype = split_literal(term)
+        quoted = f'"{escape_lexical(lexical)}"'
+        return f"{quoted}@{lang}" if lang else f"{quoted}^^<{datatype}>" if datatype else quoted
+    return term if term.startswith("_:") else f"<{term}>"
 
 
 def plain_term(term: str) -> str:

@@ -1,8 +1,9 @@
 """RDF terms in the dictionary's string syntax, and their rdflib and SPARQL-results forms.
 
-The dictionaries written by the loader (the Rust `hdt` crate) hold IRIs bare
-(`http://x`), literals in N-Triples syntax (escaped, lowercase language tag,
-no `^^xsd:string`), and blank nodes as `_:label`. The engine works on integer
+HDT dictionaries (as `quanta load` writes them, like hdt-cpp and hdt-java)
+hold IRIs bare (`http://x`), literals as their raw lexical form in quotes
+with a lowercase `@lang` or a `^^<datatype>` (never `^^xsd:string`), and
+blank nodes as `_:label`. Escaping happens only in output syntaxes. The engine works on integer
 ids; strings only appear when a FILTER needs a value or a result is written.
 """
 
@@ -28,7 +29,7 @@ _ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": 
 
 
 def escape_lexical(lexical: str) -> str:
-    """N-Triples string escaping, as the dictionary stores lexical forms."""
+    """N-Triples string escaping (for output syntaxes)."""
     if not _NEEDS_ESCAPE.search(lexical):
         return lexical
     return _NEEDS_ESCAPE.sub(lambda m: _ESCAPE.get(m.group(), f"\\u{ord(m.group()):04X}"), lexical)
@@ -46,10 +47,9 @@ def unescape_lexical(text: str) -> str:
 
 
 def split_literal(term: str) -> tuple[str, str | None, str | None]:
-    """'"abc"@en' -> ('abc', 'en', None); '"1"^^<dt>' -> ('1', None, 'dt').
-    The lexical form comes back unescaped."""
+    """'"abc"@en' -> ('abc', 'en', None); '"1"^^<dt>' -> ('1', None, 'dt')."""
     end = term.rfind('"')
-    lexical = unescape_lexical(term[1:end])
+    lexical = term[1:end]
     rest = term[end + 1 :]
     if rest.startswith("@"):
         return lexical, rest[1:], None
@@ -70,7 +70,7 @@ def to_rdflib(term: str) -> Node:
 
 def from_rdflib(node: Node) -> str:
     if isinstance(node, Literal):
-        quoted = f'"{escape_lexical(str(node))}"'
+        quoted = f'"{node}"'
         if node.language:
             return f"{quoted}@{node.language.lower()}"
         if node.datatype is not None and str(node.datatype) != XSD_STRING:

@@ -41,19 +41,43 @@ def shared_dir() -> Path:
 
 
 def converter() -> str:
-    """The Rust `hdt` converter binary (installed by `make install`)."""
-    found = shutil.which("hdt") or str(Path.home() / ".cargo" / "bin" / "hdt")
-    if not Path(found).exists():
-        raise RuntimeError("the HDT converter is missing: run `make install`")
-    return found
+    """The project's HDT writer, `quanta-rdf2hdt` (services/loader/rust, built
+    by `make install`): what `quanta load` runs, so tests read files exactly
+    as the service's loader writes them."""
+    for found in (
+        os.environ.get("QUANTA_RDF2HDT"),
+        shutil.which("quanta-rdf2hdt"),
+        str(Path.home() / ".cargo" / "bin" / "quanta-rdf2hdt"),
+    ):
+        if found and os.access(found, os.X_OK):
+            return found
+    raise RuntimeError("the HDT writer quanta-rdf2hdt is missing: run `make install`")
 
 
-def write_hdt(ntriples: str, directory: Path, name: str = "data") -> Path:
-    """N-Triples text -> an HDT file, through the real converter."""
+def write_hdt(ntriples: str | bytes, directory: Path, name: str = "data") -> Path:
+    """N-Triples -> an HDT file, through the real writer."""
     source = directory / f"{name}.nt"
-    source.write_text(ntriples)
+    if isinstance(ntriples, str):
+        source.write_text(ntriples)
+    else:
+        source.write_bytes(ntriples)
     target = directory / f"{name}.hdt"
-    subprocess.run([converter(), "convert", str(source), str(target)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            converter(),
+            "--output",
+            str(target),
+            "--dataset-iri",
+            f"http://example.org/{name}",
+            "--input",
+            "nt",
+            "plain",
+            source.as_uri(),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
