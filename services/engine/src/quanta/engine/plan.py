@@ -94,6 +94,7 @@ class Plan:
             root.load_state(state)
             if next(state, None) is not None:
                 raise ValueError("state longer than the plan")
+            root.prepare((0,) * width)
             projection = list(physical.projection)
             if any(slot >= width for slot in projection):
                 raise ValueError("projection of an undeclared variable")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     client = redis.Redis.from_url(RedisSettings.from_env().url, socket_timeout=10)
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
+    gc.freeze()  # what start-up built lives as long as the process: keep collections off it
     if args.metrics_port:
         start_http_server(args.metrics_port)
     idle = args.reclaim_idle_ms or reclaim_idle_ms(datasets.values())

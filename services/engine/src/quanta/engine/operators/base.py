@@ -47,6 +47,10 @@ class Operator:
     def load_state(self, state: State) -> None:
         raise NotImplementedError
 
+    def prepare(self, mu: Mapping) -> None:
+        """After `load_state`: reposition the scans that will run first, so a
+        resumed plan pays its seeks as resume time, not inside its quantum."""
+
     def variables(self) -> set[int]:
         """Slots this operator may bind."""
         raise NotImplementedError

@@ -44,6 +44,9 @@ class Filter(Operator):
     def load_state(self, state: State) -> None:
         self.input.load_state(state)
 
+    def prepare(self, mu: Mapping) -> None:
+        self.input.prepare(mu)
+
     @classmethod
     def build(cls, msg: pb.Filter, ctx: Context) -> Filter:
         from quanta.engine.operators import build
@@ -94,6 +97,9 @@ class Extend(Operator):
 
     def load_state(self, state: State) -> None:
         self.input.load_state(state)
+
+    def prepare(self, mu: Mapping) -> None:
+        self.input.prepare(mu)
 
     @classmethod
     def build(cls, msg: pb.Extend, ctx: Context) -> Extend:

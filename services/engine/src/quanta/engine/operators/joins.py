@@ -53,6 +53,11 @@ class IndexJoin(Operator):
         self.left.load_state(state)
         self.right.load_state(state)
 
+    def prepare(self, mu: Mapping) -> None:
+        if self.current is not None:
+            self.right.prepare(self.current)
+        self.left.prepare(mu)
+
     @classmethod
     def build(cls, msg: pb.IndexJoin, ctx: Context) -> IndexJoin:
         from quanta.engine.operators import build
@@ -158,6 +163,9 @@ class MergeJoin(Operator):
         self.group_position = load_count(state)
         self.right.offset = load_count(state)
         self.left.load_state(state)
+
+    def prepare(self, mu: Mapping) -> None:
+        self.left.prepare(mu)  # the right side jumps to its group in constant time
 
     @classmethod
     def build(cls, msg: pb.MergeJoin, ctx: Context) -> MergeJoin:

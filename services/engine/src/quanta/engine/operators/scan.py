@@ -38,12 +38,13 @@ class Scan(Operator):
     Each position is `id << 1` (constant) or `slot << 1 | 1` (variable).
     State: the offset of the next entry to read."""
 
-    __slots__ = ("offset", "pattern")
+    __slots__ = ("_prepared", "offset", "pattern")
 
     def __init__(self, ctx: Context, pattern: tuple[int, int, int]) -> None:
         super().__init__(ctx)
         self.pattern = pattern
         self.offset = 0
+        self._prepared: tuple[tuple[int, int, int], int, Iterator[tuple[int, int, int]]] | None = None
 
     def resolve(self, mu: Mapping) -> tuple[tuple[int, int, int], tuple[tuple[int, int], ...]]:
         """The pattern with bound variables substituted, and the free ones."""
@@ -65,10 +66,15 @@ class Scan(Operator):
         quantum.budget -= 1  # opening a scan is a step too (joins open many)
         if quantum.budget < 0:
             quantum.check()
-        (s, p, o), free = self.resolve(mu)
+        pattern, free = self.resolve(mu)
         bind = binder(self.ctx.width, free)
         offset = self.offset
-        for triple in self.ctx.store.search(s, p, o, offset):
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == pattern and prepared[1] == offset:
+            entries = prepared[2]
+        else:
+            entries = self.ctx.store.search(*pattern, offset)
+        for triple in entries:
             quantum.budget -= 1
             if quantum.budget < 0:
                 quantum.check()  # may raise: this entry stays unread
@@ -80,6 +86,13 @@ class Scan(Operator):
 
     def reset(self) -> None:
         self.offset = 0
+        self._prepared = None
+
+    def prepare(self, mu: Mapping) -> None:
+        self._prepared = None
+        if self.offset:
+            pattern, _ = self.resolve(mu)
+            self._prepared = (pattern, self.offset, self.ctx.store.search(*pattern, self.offset))
 
     def describe(self) -> pb.Operator:
         return pb.Operator(scan=self.describe_scan())

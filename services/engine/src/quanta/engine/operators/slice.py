@@ -55,6 +55,9 @@ class Slice(Operator):
             raise ValueError("slice: no remaining count for a limit")
         self.input.load_state(state)
 
+    def prepare(self, mu: Mapping) -> None:
+        self.input.prepare(mu)
+
     @classmethod
     def build(cls, msg: pb.Slice, ctx: Context) -> Slice:
         from quanta.engine.operators import build

@@ -41,6 +41,10 @@ class Union(Operator):
         for branch in self.branches:
             branch.load_state(state)
 
+    def prepare(self, mu: Mapping) -> None:
+        if self.active < len(self.branches):
+            self.branches[self.active].prepare(mu)
+
     @classmethod
     def build(cls, msg: pb.Union, ctx: Context) -> Union:
         from quanta.engine.operators import build
