@@ -1,0 +1,79 @@
+"""`quanta up` runs the whole service, `quanta client` completes a query
+through it, and SIGTERM stops everything `up` started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from quanta.common.local import free_port
+from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.testing import run_paged
+
+QUERY = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
+COMMAND = [sys.executable, "-m", "quanta.cli.main"]
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def children(pid: int) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sample = tmp_path / "watdiv-100k.hdt"
+    sample.write_bytes(
+        (__import__("pathlib").Path(__file__).resolve().parents[2] / "data/watdiv-100k.hdt").read_bytes()
+    )
+    port = free_port()
+    up = subprocess.Popen(
+        [*COMMAND, "up", "--port", str(port), "--workers", "2", "--quantum-ms", "5", "--dataset", f"sample={sample}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "QUANTA_SECRET_KEYS"},
+    )
+    try:
+        banner = up.stdout.readline()  # type: ignore[union-attr]
+        assert f"http://127.0.0.1:{port}" in banner, banner
+        started = children(up.pid)
+        workers = [p for p in started if b"worker" in cmdline(p)]
+        assert len(workers) == 2, "each worker is its own process, named `worker`"
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+
+        out = subprocess.run(
+            [*COMMAND, "client", f"http://127.0.0.1:{port}", "sample", QUERY],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        _, expected, _, _ = run_paged(HdtStore(str(sample), name="sample"), QUERY, None)
+        assert lines[0] == "?s\t?o" and len(lines) == len(expected) + 1
+        assert sorted(lines[1:]) == sorted(f"<{s}>\t<{o}>" for s, o in expected)
+
+        # an operator (or a test) kills a worker: `up` starts another
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while len([p for p in children(up.pid) if p != workers[0]]) < len(started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(children(up.pid) - {workers[0]}) == len(started)
+    finally:
+        running = children(up.pid)
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=30) == 0
+    time.sleep(0.5)
+    assert not [p for p in running if b"quanta" in cmdline(p)], "everything `up` started has stopped"
