@@ -22,17 +22,13 @@ import argparse
 import csv
 import gc
 import gzip
-import importlib.metadata
 import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import random
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -42,12 +38,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import benchlib  # bench/, the script's own folder
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO.parent / "shared" / "datasets" / "watdiv"
 WORK = Path(os.environ.get("QUANTA_BENCH_TMP", "/tmp/quanta-bench"))  # HDT copies (pyHDT writes a side index), exports
 DOCS = REPO / "docs" / "benchmarks.md"
 IMAGE = REPO / "docs" / "img" / "engine.png"
-BEGIN, END = "<!-- engine:begin -->", "<!-- engine:end -->"
 
 TEMPLATES = [f"L{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 8)] + [f"F{i}" for i in range(1, 6)]
 TEMPLATES += ["C1", "C2", "C3"]
@@ -713,38 +710,7 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    def version(package: str) -> str:
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            return "absent"
-
-    return {
-        "cpu": cpu,
-        "nproc": os.cpu_count(),
-        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "pyhdt": version("hdt"),
-        "pyoxigraph": version("pyoxigraph"),
-        "rdflib": version("rdflib"),
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    return benchlib.machine({"pyhdt": "hdt", "pyoxigraph": "pyoxigraph", "rdflib": "rdflib"})
 
 
 def fmt_ms(value: float | None) -> str:
@@ -1026,11 +992,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
 
 
 def update_docs(block: str) -> None:
-    text = DOCS.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOCS}: markers {BEGIN} ... {END} not found")
-    DOCS.write_text(pattern.sub(lambda _: f"{BEGIN}\n{block}{END}", text, count=1))
+    benchlib.replace_block(DOCS, "engine", block)
 
 
 def plot(result: dict[str, Any]) -> str | None:

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -35,11 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchlib  # bench/, the script's own folder
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path(os.environ.get("QUANTA_WATDIV", REPO.parent / "shared" / "datasets" / "watdiv"))
 WORK = Path(os.environ.get("QUANTA_BENCH_TMP", "/tmp/quanta-bench")) / "loader"
 DOCS = REPO / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- loader:begin -->", "<!-- loader:end -->"
 MIB = 1 << 20
 TARGET_RATE = 0.9  # of the bare converter's rate
 TARGET_BYTES_PER_TRIPLE = 12.0
@@ -328,46 +327,12 @@ def bench_memory_shapes(files: dict[str, dict[str, Path]]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    def version(package: str) -> str:
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            return "absent"
-
-    def tool(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return "absent"
-
     from quanta.loader.build import converter
 
-    return {
-        "cpu": cpu,
-        "nproc": os.cpu_count(),
-        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "pyhdt": version("hdt"),
-        "bare_converter": tool([bare_converter(), "--version"]),
-        "quanta_rdf2hdt": tool([converter(), "--version"]),
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    return benchlib.machine(
+        {"pyhdt": "hdt"},
+        {"bare_converter": [bare_converter(), "--version"], "quanta_rdf2hdt": [converter(), "--version"]},
+    )
 
 
 # -- the report ---------------------------------------------------------------------------------------------
@@ -509,9 +474,7 @@ def interpretation(results: dict[str, Any], worst_model_ratio: float) -> str:
 
 
 def write_docs(block: str) -> None:
-    text = DOCS.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    DOCS.write_text(text[:start] + "\n" + block + "\n" + text[end:])
+    benchlib.replace_block(DOCS, "loader", block)
 
 
 def main() -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -24,13 +23,13 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-from benchlib import replace_block  # noqa: E402
+import benchlib  # bench/, the script's own folder
 
-from quanta.client import QuantaClient  # noqa: E402
-from quanta.common.local import free_port  # noqa: E402
-from quanta.engine.testing import shared_dir  # noqa: E402
+from quanta.client import QuantaClient
+from quanta.common.local import free_port
+from quanta.engine.testing import shared_dir
+
+REPO = benchlib.REPO
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 BASIC = sorted((WATDIV / "queries" / "basic").glob("*.rq"))
@@ -181,11 +180,7 @@ def main() -> int:
     heavy = [long_query] * (2 if quick else 4)
     short = [p.read_text() for p in BASIC if p.stem.split("_")[0] in ("L1", "S1", "F1")][: 6 if quick else 20]
     result: dict[str, object] = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-        },
+        "machine": benchlib.machine({"uvicorn": "uvicorn", "fastapi": "fastapi", "redis": "redis"}),
         "dataset": Path(args.dataset).name,
         "round_trip": round_trip(dataset, 200 if quick else 2000),
     }
@@ -199,7 +194,7 @@ def main() -> int:
     result["convoy"] = [convoy(dataset, 75, heavy, short), convoy(dataset, float("inf"), heavy, short)]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    replace_block(REPO / "docs" / "benchmarks.md", "service", render(result, " ".join(sys.argv[1:])))
+    benchlib.replace_block(REPO / "docs" / "benchmarks.md", "service", render(result, " ".join(sys.argv[1:])))
     print(json.dumps(result, indent=2))
     return 0
 
@@ -208,7 +203,7 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
     rt, tp = r["round_trip"], r["throughput"]
     lines = [
         f"Measured by `{f'python bench/service.py {argv}'.strip()}` on {r['dataset']}, "
-        f"{r['machine']['cores']} cores; raw figures in `bench/results/service.json`.",
+        f"{r['machine']['nproc']} cores; raw figures in `bench/results/service.json`.",
         "",
         "| round trip (gateway → Redis → worker → gateway) | p50 | p99 | mean |",
         "|---|---|---|---|",
