@@ -61,7 +61,7 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:  # type: igno
         )
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
-        _, expected, _, _ = run_paged(HdtStore(str(sample), name="sample"), QUERY, None)
+        _, expected, _, _ = run_paged(HdtStore(str(sample), name="watdiv-100k"), QUERY, None)
         assert lines[0] == "?s\t?o" and len(lines) == len(expected) + 1
         assert sorted(lines[1:]) == sorted(f"<{s}>\t<{o}>" for s, o in expected)
 
@@ -77,3 +77,14 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:  # type: igno
         assert up.wait(timeout=30) == 0
     time.sleep(0.5)
     assert not [p for p in running if b"quanta" in cmdline(p)], "everything `up` started has stopped"
+
+
+def test_client_reports_an_unreachable_service_in_one_line() -> None:
+    out = subprocess.run(
+        [*COMMAND, "client", f"http://127.0.0.1:{free_port()}", "x", "ASK {}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith("quanta client: cannot reach") and out.stderr.count("\n") == 1

@@ -19,7 +19,8 @@ from pathlib import Path
 from quanta.common.catalog import CatalogError, Dataset, single_dataset_catalog, write_catalog
 from quanta.common.local import RedisServer
 
-SAMPLE = Path(__file__).resolve().parents[4] / "data" / "watdiv-100k.hdt"
+# the repository checkout this package is installed from (editable): services/cli/src/quanta/cli/up.py
+SAMPLE = Path(__file__).resolve().parents[5] / "data" / "watdiv-100k.hdt"
 EXAMPLE = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o } LIMIT 3"
 
 

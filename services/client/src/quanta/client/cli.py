@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import httpx
+
 from quanta.client.client import QuantaClient, ServiceError
 
 
@@ -45,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
                 out.flush()
     except ServiceError as e:
         print(f"quanta client: {e}", file=sys.stderr)
+        return 1
+    except httpx.TransportError as e:
+        print(f"quanta client: cannot reach {args.url}: {e}", file=sys.stderr)
         return 1
     if args.format == "json":
         doc = (

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 RETRYABLE = {429, 503}
+TRANSPORT_RETRIES = 5  # ~3 s of backoff: enough for a gateway restart, not to hang on a wrong URL
 
 
 class ServiceError(Exception):
@@ -40,7 +41,7 @@ class QuantaClient:
         *,
         api_key: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 20,
+        max_retries: int = 10,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"X-API-Key": api_key} if api_key else {}
@@ -87,8 +88,8 @@ class QuantaClient:
             try:
                 response = self.http.post(f"/v1/datasets/{dataset}/query", json=body)
             except httpx.TransportError:
-                if attempt == self.max_retries:
-                    raise
+                if attempt >= min(self.max_retries, TRANSPORT_RETRIES):
+                    raise  # the gateway itself is gone, not just busy
                 time.sleep(min(0.1 * 2**attempt, 5.0))
                 continue
             if response.status_code == 200:
