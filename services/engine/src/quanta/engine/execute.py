@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from quanta.engine.context import Mapping
@@ -50,6 +52,13 @@ def execute(
     max_results: int | None = None,
 ) -> Page:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`)."""
+    with collection_paused():
+        return _execute(store, query, saved, quantum_seconds, max_results)
+
+
+def _execute(
+    store: TripleStore, query: str | None, saved: bytes | None, quantum_seconds: float | None, max_results: int | None
+) -> Page:
     stats = Stats()
     quantum = Quantum(quantum_seconds)
     start = time.perf_counter()
@@ -84,14 +93,8 @@ def decode(plan: Plan, rows: list[Mapping]) -> list[tuple[str | None, ...]]:
 
 
 def run(plan: Plan, quantum: Quantum, max_results: int | None = None) -> tuple[list[Mapping], bool]:
-    """Pull mappings until the plan is exhausted (True) or suspended (False).
-
-    The cyclic garbage collector is off during the quantum: operators only
-    allocate acyclic tuples, and a full collection walking a page's rows
-    stalled the deadline check by up to ~20 ms. It runs between quanta."""
+    """Pull mappings until the plan is exhausted (True) or suspended (False)."""
     rows: list[Mapping] = []
-    collecting = gc.isenabled()
-    gc.disable()
     quantum.start()
     try:
         for mapping in plan.mappings():
@@ -100,10 +103,22 @@ def run(plan: Plan, quantum: Quantum, max_results: int | None = None) -> tuple[l
                 return rows, False
     except QuantumExpired:
         return rows, False
+    return rows, True
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector waits while a quantum is resumed, run and
+    suspended: operators allocate only acyclic tuples, and a full collection
+    over the previous page's rows stalled a clock check or a resume by up to
+    ~20 ms. It runs between quanta instead."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
-    return rows, True
 
 
 def _ms(since: float) -> float:
