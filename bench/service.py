@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import benchlib  # bench/, the script's own folder
 
 from quanta.client import QuantaClient
-from quanta.common.local import free_port
+from quanta.common.local import free_port, wait_ready
 from quanta.engine.testing import shared_dir
 
 REPO = benchlib.REPO
@@ -59,17 +58,8 @@ def service(dataset: Path, *, workers: int, quantum_ms: float, max_results: int 
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("service did not start")
-            time.sleep(0.2)
+        if not wait_ready(url, proc, timeout=120):
+            raise RuntimeError("service did not start")
         yield url
     finally:
         proc.terminate()

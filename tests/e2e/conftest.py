@@ -8,15 +8,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
-from quanta.common.local import RedisServer, free_port
+from quanta.common.local import RedisServer, free_port, wait_ready
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "watdiv-100k.hdt"
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]
@@ -36,16 +34,8 @@ class Service:
         self.workers.append(proc)
         return proc
 
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("service not ready")
+    def wait_ready(self) -> None:
+        assert wait_ready(self.url, self.gateway), "service not ready"
 
     def stop(self) -> None:
         for proc in [self.gateway, *self.workers]:

@@ -12,12 +12,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
 from quanta.common.catalog import CatalogError, Dataset, single_dataset_catalog, write_catalog
-from quanta.common.local import RedisServer
+from quanta.common.local import RedisServer, wait_ready
 
 # the repository checkout this package is installed from (editable): services/cli/src/quanta/cli/up.py
 SAMPLE = Path(__file__).resolve().parents[5] / "data" / "watdiv-100k.hdt"
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     url = f"http://127.0.0.1:{args.port}"
     try:
-        if not _wait_ready(url, gateway):
+        if not wait_ready(url, gateway):
             print("quanta up: the gateway did not become ready", file=sys.stderr)
             return 1
         name = next(iter(datasets))
@@ -120,16 +119,3 @@ def _index(datasets: dict[str, Dataset]) -> None:
     for d in datasets.values():
         if not Path(str(d.path) + ".index.v1-1").exists():
             HdtStore(str(d.path), name=d.name)
-
-
-def _wait_ready(url: str, gateway: subprocess.Popen[bytes], timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and gateway.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False

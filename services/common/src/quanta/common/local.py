@@ -7,10 +7,27 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import redis
+
+
+def wait_ready(url: str, process: subprocess.Popen[Any] | None = None, timeout: float = 60) -> bool:
+    """Poll a service's /readyz until it answers 200; False on timeout or if
+    `process` (the one serving it, or starting it) exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (process is None or process.poll() is None):
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
 
 
 def free_port() -> int:

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from quanta.engine.context import Mapping
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
@@ -131,22 +130,28 @@ class StepQuantum(Quantum):
         raise QuantumExpired
 
 
-def run_in_steps(store: TripleStore, query: str, steps: int) -> tuple[list[Mapping], int]:
-    """Run a query suspending every `steps` steps; returns the rows in order
-    and how many quanta it took."""
+def run_quanta(store: TripleStore, query: str, quanta: Iterable[Quantum]) -> tuple[list[Row], int]:
+    """Run a query one quantum of `quanta` after the other, through the saved
+    plan's bytes between two; returns the rows in order and the quanta used."""
     plan = compile_query(query, store)
-    rows: list[Mapping] = []
-    quanta = 0
-    while True:
-        quanta += 1
-        quantum = StepQuantum(steps)
-        plan.ctx.quantum = quantum
+    rows: list[Row] = []
+    saved = b""
+    for used, quantum in enumerate(quanta, start=1):
+        if saved:
+            plan = Plan.load(saved, store, quantum)
+        else:
+            plan.ctx.quantum = quantum
         out, done = run(plan, quantum)
         rows += decode(plan, out)
         if done:
-            return rows, quanta
-        plan = Plan.load(plan.save(), store, StepQuantum(steps))
-        assert quanta < 100_000, "no progress"
+            return rows, used
+        saved = plan.save()
+    raise AssertionError("the query did not finish in the quanta given")
+
+
+def run_in_steps(store: TripleStore, query: str, steps: int) -> tuple[list[Row], int]:
+    """Suspend every `steps` steps; the rows in order and how many quanta it took."""
+    return run_quanta(store, query, (StepQuantum(steps) for _ in range(100_000)))
 
 
 class CountingQuantum(Quantum):
@@ -168,7 +173,7 @@ class CountingQuantum(Quantum):
         return (1 << 62) - self.budget
 
 
-def steps_of(store: TripleStore, query: str) -> tuple[list[Mapping], int]:
+def steps_of(store: TripleStore, query: str) -> tuple[list[Row], int]:
     """Rows of an uninterrupted run, in order, and the steps it took."""
     plan = compile_query(query, store)
     quantum = CountingQuantum()
@@ -178,16 +183,6 @@ def steps_of(store: TripleStore, query: str) -> tuple[list[Mapping], int]:
     return decode(plan, out), quantum.taken()
 
 
-def run_suspended_at(store: TripleStore, query: str, steps: int) -> list[Mapping]:
+def run_suspended_at(store: TripleStore, query: str, steps: int) -> list[Row]:
     """Suspend after exactly `steps` steps, resume from the bytes, finish."""
-    plan = compile_query(query, store)
-    quantum = StepQuantum(steps)
-    plan.ctx.quantum = quantum
-    out, done = run(plan, quantum)
-    rows = decode(plan, out)
-    if not done:
-        plan = Plan.load(plan.save(), store, Quantum(None))
-        rest, done = run(plan, plan.ctx.quantum)
-        rows += decode(plan, rest)
-    assert done
-    return rows
+    return run_quanta(store, query, [StepQuantum(steps), Quantum(None)])[0]

@@ -298,7 +298,9 @@ def _not(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     return _Node.of_test(run)
 
 
-def _equality(negated: bool) -> Builder:
+def _binary_test(decide: Callable[[Value, Value], bool | None]) -> Builder:
+    """A test of two values: an error in either operand is the result."""
+
     def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         _arity(call, 2)
         a, b = args[0].value, args[1].value
@@ -310,34 +312,29 @@ def _equality(negated: bool) -> Builder:
             y = b(mu)
             if y is None:
                 return None
-            r = equal(x, y)
-            return None if r is None else r is not negated
+            return decide(x, y)
 
         return _Node.of_test(run)
 
     return build
+
+
+def _equality(negated: bool) -> Builder:
+    def decide(x: Value, y: Value) -> bool | None:
+        r = equal(x, y)
+        return None if r is None else r is not negated
+
+    return _binary_test(decide)
 
 
 def _ordering(accepted: frozenset[int]) -> Builder:
     """< <= > >=: `accepted` orders; a NaN operand (UNORDERED) accepts none."""
 
-    def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
-        _arity(call, 2)
-        a, b = args[0].value, args[1].value
+    def decide(x: Value, y: Value) -> bool | None:
+        order = compare(x, y)
+        return None if order is None else order in accepted
 
-        def run(mu: Mapping) -> bool | None:
-            x = a(mu)
-            if x is None:
-                return None
-            y = b(mu)
-            if y is None:
-                return None
-            order = compare(x, y)
-            return None if order is None else order in accepted
-
-        return _Node.of_test(run)
-
-    return build
+    return _binary_test(decide)
 
 
 def _membership(negated: bool) -> Builder:
