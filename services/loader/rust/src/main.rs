@@ -214,6 +214,20 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(skip: bool, quiet: bool) -> Self {
+        Shared {
+            skip,
+            bytes_read: AtomicU64::new(0),
+            triples: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            named_graph: AtomicU64::new(0),
+            min_error_seq: AtomicU64::new(u64::MAX),
+            first_error: Mutex::new(None),
+            parsing_done: AtomicBool::new(false),
+            quiet,
+        }
+    }
+
     fn stopped_before(&self, seq: u64) -> bool {
         self.min_error_seq.load(Ordering::Relaxed) < seq
     }
@@ -866,17 +880,7 @@ fn peak_rss_bytes() -> u64 {
 /// Triples, distinct terms and distinct term bytes in the first `limit` uncompressed bytes of each
 /// input; malformed statements are ignored (the sample may end mid-statement).
 fn sample(args: &Args, limit: u64) {
-    let shared = Arc::new(Shared {
-        skip: true,
-        bytes_read: AtomicU64::new(0),
-        triples: AtomicU64::new(0),
-        skipped: AtomicU64::new(0),
-        named_graph: AtomicU64::new(0),
-        min_error_seq: AtomicU64::new(u64::MAX),
-        first_error: Mutex::new(None),
-        parsing_done: AtomicBool::new(false),
-        quiet: true,
-    });
+    let shared = Arc::new(Shared::new(true, true));
     let fp = Fingerprint::new();
     for input in &args.inputs {
         let mut tap = open(input, &shared);
@@ -931,17 +935,7 @@ fn main() {
         return;
     }
     let started = Instant::now();
-    let shared = Arc::new(Shared {
-        skip: args.skip,
-        bytes_read: AtomicU64::new(0),
-        triples: AtomicU64::new(0),
-        skipped: AtomicU64::new(0),
-        named_graph: AtomicU64::new(0),
-        min_error_seq: AtomicU64::new(u64::MAX),
-        first_error: Mutex::new(None),
-        parsing_done: AtomicBool::new(false),
-        quiet: false,
-    });
+    let shared = Arc::new(Shared::new(args.skip, false));
 
     if args.progress_ms > 0 {
         let shared = Arc::clone(&shared);
