@@ -11,10 +11,10 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from starlette.requests import Request
 
 from quanta.common import keys
+from quanta.gateway.resp import RespConnection, run_script
 
 # KEYS[1] the client's bucket (hash: tokens, ts in ms), KEYS[2] the task stream.
 # ARGV: rate (tokens/s, 0: no limit), burst, max queue, group, task bytes.
@@ -56,15 +56,17 @@ class Admission:
     retry_after_s: int = 0
 
 
+ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
+
+
 class Admitter:
-    def __init__(self, redis: Redis, rate: float, burst: int, max_queue: int, retry_after_s: int) -> None:
-        self.script = redis.register_script(ADMIT_LUA)
+    def __init__(self, rate: float, burst: int, max_queue: int, retry_after_s: int) -> None:
         self.rate, self.burst, self.max_queue, self.retry_after_s = rate, burst, max_queue, retry_after_s
 
-    async def admit(self, client: str, task: bytes) -> Admission:
+    async def admit(self, conn: RespConnection, client: str, task: bytes) -> Admission:
         """Enqueue `task` unless the client is over its rate or the queue is full (raises RedisError)."""
         args = [self.rate, self.burst, self.max_queue, keys.GROUP, task]
-        code, value = await self.script(keys=[keys.rate(client), keys.TASKS], args=args)
+        code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, [keys.rate(client), keys.TASKS], args)
         if code == 0:
             return Admission(entry_id=value.decode() if isinstance(value, bytes) else str(value))
         if code == 1:

@@ -2,7 +2,8 @@
 
 The worker LPUSHes the serialized Reply to `Task.reply_to` (with a TTL) and
 the gateway waits on it with BLPOP: no polling, and nothing to clean up
-(popping the last element deletes the list).
+(popping the last element deletes the list). Both commands go through one
+connection of the lean RESP pool (resp.py), the request's for its duration.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from quanta.common import keys
 from quanta.gateway import metrics
 from quanta.gateway.admission import Admitter
 from quanta.gateway.problems import Problem
+from quanta.gateway.resp import RespPool
 from quanta.queue.v1 import queue_pb2
 
 log = logging.getLogger("quanta.gateway")
@@ -28,9 +30,14 @@ GUARD_S = 2.0
 
 
 class Dispatcher:
-    def __init__(self, redis: Redis, blocking: Redis, admitter: Admitter, reply_timeout_s: float, retry_after_s: int):
-        self.redis, self.blocking, self.admitter = redis, blocking, admitter
-        self.reply_timeout_s, self.retry_after_s = reply_timeout_s, retry_after_s
+    def __init__(
+        self, redis: Redis, pool: RespPool, admitter: Admitter, *,
+        command_timeout_s: float, reply_timeout_s: float, retry_after_s: int,
+    ) -> None:  # fmt: skip
+        self.redis, self.pool, self.admitter = redis, pool, admitter
+        self.command_timeout_s, self.reply_timeout_s, self.retry_after_s = (
+            command_timeout_s, reply_timeout_s, retry_after_s,
+        )  # fmt: skip
 
     def _redis_down(self, error: BaseException) -> Problem:
         metrics.REJECTED.labels("redis_down").inc()
@@ -46,9 +53,15 @@ class Dispatcher:
         """The worker's reply, or None when none came within the reply timeout."""
         task.reply_to = keys.reply(task.id)
         task.enqueued_at = time.time()
+        item = None
         try:
-            admission = await self.admitter.admit(client, task.SerializeToString())
-        except (RedisError, OSError) as error:
+            async with self.pool.connection() as conn:
+                async with asyncio.timeout(self.command_timeout_s):
+                    admission = await self.admitter.admit(conn, client, task.SerializeToString())
+                if not admission.refused:
+                    async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
+                        item = await conn.call("BLPOP", task.reply_to, self.reply_timeout_s)
+        except (RedisError, OSError, TimeoutError) as error:
             raise self._redis_down(error) from error
         if admission.refused:
             metrics.REJECTED.labels(admission.refused).inc()
@@ -56,11 +69,6 @@ class Dispatcher:
             raise Problem(
                 slug, headers={"Retry-After": str(admission.retry_after_s)}, retry_after=admission.retry_after_s
             )
-        try:
-            async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
-                item = await self.blocking.blpop([task.reply_to], timeout=self.reply_timeout_s)
-        except (RedisError, OSError, TimeoutError) as error:
-            raise self._redis_down(error) from error
         if item is None:
             await self._withdraw(admission.entry_id)
             return None

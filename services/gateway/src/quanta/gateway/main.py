@@ -27,6 +27,7 @@ from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
 from quanta.gateway.middleware import BodyTooLarge, Edge
 from quanta.gateway.models import problem_schema
+from quanta.gateway.resp import RespPool
 from quanta.gateway.tokens import Signer
 
 log = logging.getLogger("quanta.gateway")
@@ -57,14 +58,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.redis_url, socket_timeout=settings.redis_timeout_s,
             socket_connect_timeout=settings.redis_connect_timeout_s, retry=Retry(NoBackoff(), 1),
         )  # fmt: skip
-        # Blocking reads: no socket timeout (BLPOP has its own), no retry (a lost connection
-        # means a lost reply list: answer 503 at once rather than wait for nothing).
-        blocking = Redis.from_url(
-            settings.redis_url, socket_timeout=None,
-            socket_connect_timeout=settings.redis_connect_timeout_s, retry=Retry(NoBackoff(), 0),
+        # The query route's admission and blocking read: no retry (a lost connection means a
+        # lost reply list: answer 503 at once rather than wait for nothing).
+        pool = RespPool(settings.redis_url, settings.redis_connect_timeout_s)
+        admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
+        dispatcher = Dispatcher(
+            redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,
+            reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
-        admitter = Admitter(redis, settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
-        dispatcher = Dispatcher(redis, blocking, admitter, settings.reply_timeout_s, settings.retry_after_s)
         app.state.services = Services(
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher
         )
@@ -73,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await redis.aclose()
-            await blocking.aclose()
+            pool.close()
 
     app = FastAPI(title="quanta", version=_version(), description=DESCRIPTION, lifespan=lifespan)
     problems.install(app)
