@@ -1,4 +1,4 @@
-"""The task loop: XREADGROUP a task, run it, push the reply, then XACK.
+"""The task loop: XREADGROUP a task, run it, push the reply and XACK (in one script).
 
 A task stays pending until its reply is written, so a task whose worker
 died is reclaimed (XAUTOCLAIM) by another worker after `reclaim_idle_ms`
@@ -25,6 +25,16 @@ log = logging.getLogger("quanta.worker")
 HEARTBEAT_S = 1.0
 RECLAIM_EVERY_S = 0.5
 
+# Reply, then acknowledge and delete the task: one command, and atomic, so a
+# task is either answered and gone or still pending for another worker.
+# KEYS: reply list, task stream. ARGV: reply, reply TTL, group, entry id.
+FINISH_LUA = """
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
+redis.call('XDEL', KEYS[2], ARGV[4])
+"""
+
 
 class Consumer:
     def __init__(self, client: redis.Redis, runner: Runner, name: str, *, reclaim_idle_ms: int, block_ms: int = 1000):
@@ -36,6 +46,7 @@ class Consumer:
         self.stopping = False
         self._beat = 0.0
         self._reclaimed = 0.0
+        self._finish = client.register_script(FINISH_LUA)
 
     def stop(self) -> None:
         """Finish the task in hand, reply, stop reading (SIGTERM)."""
@@ -111,22 +122,17 @@ class Consumer:
         except Exception:  # a bug, not a bad task: answer rather than crash-loop
             log.exception("task %s failed", task.id)
             reply, page = error(task, "internal", "the worker failed on this task"), None
+        self.finish(entry_id, task, reply)  # the client is waiting: bookkeeping comes after
         if page is not None:
             metrics.observe(task.dataset, page, max(0.0, started - task.enqueued_at) if task.enqueued_at else 0.0)
         outcome = reply.error.kind if reply.HasField("error") else "page"
         metrics.TASKS.labels(task.dataset, outcome).inc()
-        self.finish(entry_id, task, reply)
 
     def finish(self, entry_id: bytes, task: q.Task, reply: q.Reply) -> None:
-        """Reply first, then acknowledge: a crash in between re-runs the task
-        (the gateway reads the first reply), never loses it. One round trip;
-        Redis runs a pipeline's commands in order."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.lpush(task.reply_to, reply.SerializeToString())
-        pipe.expire(task.reply_to, keys.REPLY_TTL_S)
-        pipe.xack(keys.TASKS, keys.GROUP, entry_id)
-        pipe.xdel(keys.TASKS, entry_id)
-        pipe.execute()
+        """Write the reply and acknowledge the task, atomically (FINISH_LUA)."""
+        self._finish(
+            keys=[task.reply_to, keys.TASKS], args=[reply.SerializeToString(), keys.REPLY_TTL_S, keys.GROUP, entry_id]
+        )
 
     def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> None:
         task = q.Task.FromString(fields[b"task"])
