@@ -1,4 +1,6 @@
-"""Typed dependencies, so route signatures say what they use and tests can override any of them.
+"""What every request shares (Services, on app.state), and typed dependencies for the simple routes.
+
+The query route reads app.state itself: dependencies cost more than its own work.
 
 All are `async def`: FastAPI runs plain `def` dependencies in a thread pool,
 a thread hop per dependency per request. Settings come from app.state (set by
@@ -15,7 +17,6 @@ from fastapi import Depends, Request
 from redis.asyncio import Redis
 
 from quanta.common.catalog import Dataset
-from quanta.gateway.admission import client_id
 from quanta.gateway.config import Settings
 from quanta.gateway.dispatch import Dispatcher
 from quanta.gateway.tokens import Signer
@@ -32,14 +33,6 @@ class Services:
     dispatcher: Dispatcher
 
 
-async def get_services(request: Request) -> Services:
-    return request.app.state.services  # type: ignore[no-any-return]
-
-
-async def get_settings(request: Request) -> Settings:
-    return request.app.state.services.settings  # type: ignore[no-any-return]
-
-
 async def get_redis(request: Request) -> Redis:
     return request.app.state.services.redis  # type: ignore[no-any-return]
 
@@ -48,12 +41,5 @@ async def get_catalog(request: Request) -> dict[str, Dataset]:
     return request.app.state.services.catalog  # type: ignore[no-any-return]
 
 
-async def get_client_id(request: Request) -> str:
-    return client_id(request, request.app.state.services.settings.trust_forwarded)
-
-
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-ServicesDep = Annotated[Services, Depends(get_services)]
 RedisDep = Annotated[Redis, Depends(get_redis)]
 CatalogDep = Annotated[dict[str, Dataset], Depends(get_catalog)]
-ClientId = Annotated[str, Depends(get_client_id)]

@@ -26,7 +26,7 @@ from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
 from quanta.gateway.middleware import BodyTooLarge, Edge
-from quanta.gateway.models import problem_schema
+from quanta.gateway.models import QueryRequest, problem_schema
 from quanta.gateway.resp import RespPool
 from quanta.gateway.tokens import Signer
 
@@ -92,11 +92,13 @@ async def _on_body_too_large(request: Request, exc: Exception) -> Response:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document plus the ProblemDetails schema the error responses refer to."""
+    """FastAPI's document plus the schemas it cannot see: ProblemDetails (error responses)
+    and QueryRequest (the query route parses its own body)."""
     if app.openapi_schema is None:
         doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         schemas["ProblemDetails"] = problem_schema()
+        schemas["QueryRequest"] = QueryRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         app.openapi_schema = doc
     return app.openapi_schema
 
