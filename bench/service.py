@@ -62,7 +62,7 @@ def service(dataset: Path, *, workers: int, quantum_ms: float, max_results: int 
     try:
         if not wait_ready(url, proc, timeout=120):
             raise RuntimeError("service did not start")
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -78,7 +78,7 @@ def round_trip(dataset: Path, n: int) -> dict[str, object]:
     """What a quantum costs beyond the worker's own work (parse, resume,
     quantum, suspend): on the gateway -> Redis -> worker -> gateway leg (the
     gateway's `round_trip_ms`), and on the whole HTTP request a client sees."""
-    with service(dataset, workers=1, quantum_ms=75) as url, QuantaClient(url) as client:
+    with service(dataset, workers=1, quantum_ms=75) as (url, _), QuantaClient(url) as client:
         for _ in range(50):  # warm up (parse cache, connections)
             list(client.pages("watdiv", TINY))
         total, leg, request = [], [], []
@@ -114,20 +114,24 @@ def _client_run(args: tuple[str, list[str]]) -> tuple[int, float, list[float], l
     return len(queries), sum(done), first, done
 
 
-def _steady_client(args: tuple[str, list[str], int, float, float]) -> tuple[int, int]:
+def _steady_client(args: tuple[str, list[str], int, float, float]) -> tuple[int, int, float]:
     """Loop over the mix (in this client's own order) until `end`; count the
-    queries and pages that completed inside the window [start, end)."""
+    queries and pages that completed inside the window [start, end), and the
+    CPU seconds this client used in it."""
     url, queries, seed, start, end = args
     order = queries[:]
     random.Random(seed).shuffle(order)
     done = pages = 0
+    cpu_at_start = None
     with QuantaClient(url) as client:
         for text in itertools.cycle(order):
             for _ in client.pages("watdiv", text):
                 now = time.time()
                 if now >= end:
-                    return done, pages
-                pages += now >= start
+                    return done, pages, time.process_time() - (cpu_at_start or time.process_time())
+                if now >= start:
+                    pages += 1
+                    cpu_at_start = cpu_at_start or time.process_time()
             done += time.time() >= start
     raise AssertionError("unreachable")
 
@@ -135,12 +139,21 @@ def _steady_client(args: tuple[str, list[str], int, float, float]) -> tuple[int,
 def throughput(dataset: Path, workers: int, clients: int, queries: list[str], warmup_s: float, window_s: float):  # type: ignore[no-untyped-def]
     """Steady state: `clients` closed-loop clients keep every worker busy; only
     what completes in the window after the warm-up counts (no start-up or tail)."""
-    with service(dataset, workers=workers, quantum_ms=75) as url:
+    with service(dataset, workers=workers, quantum_ms=75) as (url, pid):
         start = time.time() + warmup_s
         shares = [(url, queries, seed, start, start + window_s) for seed in range(clients)]
         with ProcessPoolExecutor(clients) as pool:
-            results = list(pool.map(_steady_client, shares))
+            futures = [pool.submit(_steady_client, share) for share in shares]
+            time.sleep(max(0.0, start - time.time()))
+            before, roles_before = cpu_ticks(), role_cpu_s(pid)
+            time.sleep(max(0.0, start + window_s - time.time()))
+            after, roles_after = cpu_ticks(), role_cpu_s(pid)
+            results = [f.result() for f in futures]
     done, pages = sum(r[0] for r in results), sum(r[1] for r in results)
+    total = sum(after.values()) - sum(before.values())
+    share = {k: round(100 * (after[k] - before[k]) / total, 1) for k in ("busy", "steal")}
+    roles = {role: roles_after[role] - roles_before.get(role, 0.0) for role in roles_after}
+    roles["clients"] = sum(r[2] for r in results)
     return {
         "workers": workers,
         "clients": clients,
@@ -149,7 +162,43 @@ def throughput(dataset: Path, workers: int, clients: int, queries: list[str], wa
         "pages": pages,
         "queries_per_s": round(done / window_s, 2),
         "pages_per_s": round(pages / window_s, 2),
+        "cpu_busy_percent": share["busy"],
+        "cpu_steal_percent": share["steal"],
+        # CPU per page in the window, by process role
+        "cpu_ms_per_page": {role: round(1000 * cpu / max(1, pages), 2) for role, cpu in sorted(roles.items())},
     }
+
+
+def role_cpu_s(root: int) -> dict[str, float]:
+    """CPU seconds used so far by the processes `quanta up` started, by role (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    cpu: dict[str, float] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            command = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")).decode()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = next((r for r in ("redis-server", "gateway", "worker") if r in command), "up")
+        cpu[role] = cpu.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu
+
+
+def cpu_ticks() -> dict[str, int]:
+    """The machine's CPU time so far (/proc/stat): busy, idle, and stolen by the
+    hypervisor for other guests (which no process here can use)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    return {"busy": user + nice + system + irq + softirq, "idle": idle + iowait, "steal": steal}
 
 
 def cpu_scaling(seconds: float = 3.0) -> float:
@@ -176,7 +225,7 @@ def _spin(seconds: float) -> int:
 def convoy(dataset: Path, quantum_ms: float, long_queries: list[str], short_queries: list[str]) -> dict[str, object]:
     """Long and short queries from concurrent clients on 1 worker: with a
     quantum, the short ones stop waiting behind the long ones."""
-    with service(dataset, workers=1, quantum_ms=quantum_ms, max_results=10**9) as url:
+    with service(dataset, workers=1, quantum_ms=quantum_ms, max_results=10**9) as (url, _):
         shares = [(url, [q]) for q in long_queries] + [(url, short_queries)]
         with ProcessPoolExecutor(len(shares)) as pool:
             futures = [pool.submit(_client_run, s) for s in shares]
@@ -226,7 +275,7 @@ def main() -> int:
     result["throughput"] = {
         "runs": runs,
         "speedups": speedups,
-        "speedup": statistics.median(speedups),
+        "speedup": round(statistics.median(speedups), 2),
         "cpu_scaling": cpu_scaling(),
     }
     result["convoy"] = [convoy(dataset, 75, heavy, short), convoy(dataset, float("inf"), heavy, short)]
@@ -252,13 +301,13 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         f"{rt['request_overhead_ms']['p99']} | {rt['request_overhead_ms']['mean']} |",
         "",
         "| throughput, 8 clients in a closed loop over the mix, steady state | window (s) | queries | "
-        "queries/s | pages/s |",
-        "|---|---|---|---|---|",
+        "queries/s | pages/s | CPU busy % | CPU stolen by the host % |",
+        "|---|---|---|---|---|---|---|",
     ]
     for t in tp["runs"]:
         lines.append(
             f"| {t['workers']} worker(s) | {t['window_s']} | {t['queries']} | {t['queries_per_s']} | "
-            f"{t['pages_per_s']} |"
+            f"{t['pages_per_s']} | {t['cpu_busy_percent']} | {t['cpu_steal_percent']} |"
         )
     lines += [
         "",

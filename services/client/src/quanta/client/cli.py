@@ -8,9 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-import httpx
-
-from quanta.client.client import QuantaClient, ServiceError
+from quanta.client.client import QuantaClient, ServiceError, TransportError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except ServiceError as e:
         print(f"quanta client: {e}", file=sys.stderr)
         return 1
-    except httpx.TransportError as e:
+    except TransportError as e:
         print(f"quanta client: cannot reach {args.url}: {e}", file=sys.stderr)
         return 1
     if args.format == "json":
