@@ -301,20 +301,24 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         f"{rt['request_overhead_ms']['p99']} | {rt['request_overhead_ms']['mean']} |",
         "",
         "| throughput, 8 clients in a closed loop over the mix, steady state | window (s) | queries | "
-        "queries/s | pages/s | CPU busy % | CPU stolen by the host % |",
-        "|---|---|---|---|---|---|---|",
+        "queries/s | pages/s | CPU busy % | CPU stolen by the host % | CPU ms per page: workers / gateway / "
+        "Redis / clients |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for t in tp["runs"]:
+        cpu = t["cpu_ms_per_page"]
+        per_page = " / ".join(str(cpu.get(role, "")) for role in ("worker", "gateway", "redis-server", "clients"))
         lines.append(
             f"| {t['workers']} worker(s) | {t['window_s']} | {t['queries']} | {t['queries_per_s']} | "
-            f"{t['pages_per_s']} | {t['cpu_busy_percent']} | {t['cpu_steal_percent']} |"
+            f"{t['pages_per_s']} | {t['cpu_busy_percent']} | {t['cpu_steal_percent']} | {per_page} |"
         )
     lines += [
         "",
         f"Two workers give **{tp['speedup']}x** the queries/s of one (median of the pairs of neighbouring runs:",
         f"{', '.join(f'{x}x' for x in tp['speedups'])}). Two CPU-bound processes get {tp['cpu_scaling']}x of one on",
-        "this machine, measured in the same run: the ceiling, with the gateway, Redis and the clients sharing the",
-        "same 2 cores.",
+        "this machine, measured in the same run. With two workers the machine is saturated, and the workers",
+        f"get {worker_share(tp['runs'])}% of the CPU a page costs: the gateway, Redis and the 8 client processes",
+        "(the load generator) take the rest from the same 2 cores.",
         "",
         "| convoy: 4 long queries (0.9 s of work each), a client of short ones, 1 worker | "
         "short: first results p50 / p99 (s) | "
@@ -328,6 +332,12 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
             f"{c['short_completion_s']['p50']} / {c['short_completion_s']['p99']} | {c['long_completion_s']['p50']} |"
         )
     return "\n".join(lines)
+
+
+def worker_share(runs: list[dict]) -> float:  # type: ignore[type-arg]
+    """The workers' share of the CPU a page costs in the 2-worker runs (median), in percent."""
+    shares = [r["cpu_ms_per_page"]["worker"] / sum(r["cpu_ms_per_page"].values()) for r in runs if r["workers"] == 2]
+    return round(100 * statistics.median(shares), 1)
 
 
 if __name__ == "__main__":
