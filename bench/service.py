@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import multiprocessing
 import os
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,9 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import benchlib  # bench/, the script's own folder
+import hiredis
 
 from quanta.client import QuantaClient
-from quanta.common.local import free_port, wait_ready
+from quanta.common.local import free_port, redis_server, wait_ready
 from quanta.engine.testing import shared_dir
 
 REPO = benchlib.REPO
@@ -74,29 +77,83 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50": round(pick(0.5), 3), "p99": round(pick(0.99), 3), "mean": round(statistics.fmean(ordered), 3)}
 
 
-def round_trip(dataset: Path, n: int) -> dict[str, object]:
+def round_trip(dataset: Path, n: int, blocks: int = 4) -> dict[str, object]:
     """What a quantum costs beyond the worker's own work (parse, resume,
     quantum, suspend): on the gateway -> Redis -> worker -> gateway leg (the
-    gateway's `round_trip_ms`), and on the whole HTTP request a client sees."""
-    with service(dataset, workers=1, quantum_ms=75) as (url, _), QuantaClient(url) as client:
+    gateway's `round_trip_ms`), and on the whole HTTP request a client sees.
+    In alternating blocks, the same four hops with nothing but sockets: the
+    floor on this machine, so the ratio holds however loaded the machine is."""
+    with (
+        service(dataset, workers=1, quantum_ms=75) as (url, _),
+        QuantaClient(url) as client,
+        redis_server() as floor_redis,
+    ):
+        floor_worker = multiprocessing.Process(target=_socket_worker, args=(floor_redis.port,), daemon=True)
+        floor_worker.start()
+        floor_client = SocketRedis(floor_redis.port)
         for _ in range(50):  # warm up (parse cache, connections)
             list(client.pages("watdiv", TINY))
-        total, leg, request = [], [], []
-        for _ in range(n):
-            start = time.perf_counter()
-            (page,) = client.pages("watdiv", TINY)
-            elapsed = (time.perf_counter() - start) * 1000
-            s = page.stats
-            work = s.get("parse_ms", 0) + s.get("resume_ms", 0) + s.get("quantum_ms", 0) + s.get("suspend_ms", 0)
-            total.append(elapsed)
-            leg.append(s["round_trip_ms"] - work)
-            request.append(elapsed - work)
+        total, leg, request, floor = [], [], [], []
+        for _ in range(blocks):
+            for _ in range(n // blocks):
+                start = time.perf_counter()
+                (page,) = client.pages("watdiv", TINY)
+                elapsed = (time.perf_counter() - start) * 1000
+                s = page.stats
+                work = s["parse_ms"] + s["resume_ms"] + s["quantum_ms"] + s["suspend_ms"]
+                total.append(elapsed)
+                leg.append(s["round_trip_ms"] - work)
+                request.append(elapsed - work)
+            for i in range(n // blocks):
+                start = time.perf_counter()
+                floor_client.call(hiredis.pack_command(("XADD", "tasks", "*", "reply_to", f"reply:{i}")))
+                floor_client.call(hiredis.pack_command(("BLPOP", f"reply:{i}", 10)))
+                floor.append((time.perf_counter() - start) * 1000)
+        floor_worker.kill()
     return {
         "requests": n,
         "latency_ms": percentiles(total),
         "overhead_ms": percentiles(leg),
         "request_overhead_ms": percentiles(request),
+        "socket_floor_ms": percentiles(floor),
     }
+
+
+class SocketRedis:
+    """A blocking socket speaking RESP, parsed by hiredis: the least a Python process can do."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = hiredis.Reader()
+
+    def call(self, *commands: bytes) -> list[object]:
+        self.sock.sendall(b"".join(commands))
+        replies: list[object] = []
+        while len(replies) < len(commands):
+            reply = self.reader.gets()
+            if reply is False:
+                self.reader.feed(self.sock.recv(65536))
+            else:
+                replies.append(reply)
+        return replies
+
+
+def _socket_worker(port: int) -> None:
+    """The worker's side of the floor: take a task, reply and acknowledge, in as few calls as possible."""
+    conn = SocketRedis(port)
+    conn.call(hiredis.pack_command(("XGROUP", "CREATE", "tasks", "g", "0", "MKSTREAM")))
+    read = hiredis.pack_command(("XREADGROUP", "GROUP", "g", "w", "COUNT", 1, "BLOCK", 1000, "STREAMS", "tasks", ">"))
+    while True:
+        (answer,) = conn.call(read)
+        if answer:
+            entry, fields = answer[0][1][0]  # type: ignore[index]
+            conn.call(
+                hiredis.pack_command(("LPUSH", fields[1], b"x" * 200)),
+                hiredis.pack_command(("EXPIRE", fields[1], 60)),
+                hiredis.pack_command(("XACK", "tasks", "g", entry)),
+                hiredis.pack_command(("XDEL", "tasks", entry)),
+            )
 
 
 def _client_run(args: tuple[str, list[str]]) -> tuple[int, float, list[float], list[float]]:
@@ -299,6 +356,11 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         f"{rt['overhead_ms']['p99']} | {rt['overhead_ms']['mean']} |",
         f"| the whole HTTP request, minus the worker's work, ms | {rt['request_overhead_ms']['p50']} | "
         f"{rt['request_overhead_ms']['p99']} | {rt['request_overhead_ms']['mean']} |",
+        f"| floor: the same four hops with bare sockets (XADD, XREADGROUP, LPUSH, BLPOP), ms | "
+        f"{rt['socket_floor_ms']['p50']} | {rt['socket_floor_ms']['p99']} | {rt['socket_floor_ms']['mean']} |",
+        "",
+        f"The leg costs **{round(rt['overhead_ms']['p50'] / rt['socket_floor_ms']['p50'], 2)}x** the floor at p50, "
+        "measured in alternating blocks.",
         "",
         "| throughput, 8 clients in a closed loop over the mix, steady state | window (s) | queries | "
         "queries/s | pages/s | CPU busy % | CPU stolen by the host % | CPU ms per page: workers / gateway / "
