@@ -10,7 +10,6 @@ Writes bench/results/service.json and the `service` block of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import multiprocessing
 import os
@@ -25,6 +24,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import benchlib  # bench/, the script's own folder
 import hiredis
@@ -171,42 +171,43 @@ def _client_run(args: tuple[str, list[str]]) -> tuple[int, float, list[float], l
     return len(queries), sum(done), first, done
 
 
-def _steady_client(args: tuple[str, list[str], int, float, float]) -> tuple[int, int, float]:
-    """Loop over the mix (in this client's own order) until `end`; count the
-    queries and pages that completed inside the window [start, end), and the
-    CPU seconds this client used in it."""
-    url, queries, seed, start, end = args
-    order = queries[:]
-    random.Random(seed).shuffle(order)
+_next_query: Any = None  # the batch's shared cursor, in each client process
+
+
+def _share_cursor(cursor: Any) -> None:
+    global _next_query
+    _next_query = cursor
+
+
+def _batch_client(args: tuple[str, list[str]]) -> tuple[int, int, float]:
+    """Take the batch's next query until none is left; count queries, pages and this client's CPU seconds."""
+    url, batch = args
     done = pages = 0
-    cpu_at_start = None
+    cpu = time.process_time()
     with QuantaClient(url) as client:
-        for text in itertools.cycle(order):
-            for _ in client.pages("watdiv", text):
-                now = time.time()
-                if now >= end:
-                    return done, pages, time.process_time() - (cpu_at_start or time.process_time())
-                if now >= start:
-                    pages += 1
-                    cpu_at_start = cpu_at_start or time.process_time()
-            done += time.time() >= start
-    raise AssertionError("unreachable")
+        while True:
+            with _next_query.get_lock():
+                index = _next_query.value
+                _next_query.value += 1
+            if index >= len(batch):
+                return done, pages, time.process_time() - cpu
+            pages += sum(1 for _ in client.pages("watdiv", batch[index]))
+            done += 1
 
 
-def throughput(dataset: Path, workers: int, clients: int, queries: list[str], warmup_s: float, window_s: float):  # type: ignore[no-untyped-def]
-    """Steady state: `clients` closed-loop clients keep every worker busy; only
-    what completes in the window after the warm-up counts (no start-up or tail)."""
+def throughput(dataset: Path, workers: int, clients: int, batch: list[str]):  # type: ignore[no-untyped-def]
+    """Time for `clients` closed-loop clients to run a fixed batch, each taking the
+    next query as it finishes one. The batch lists its long queries first, so the
+    end, when fewer clients than workers are left, is short."""
     with service(dataset, workers=workers, quantum_ms=75) as (url, pid):
-        start = time.time() + warmup_s
-        shares = [(url, queries, seed, start, start + window_s) for seed in range(clients)]
-        with ProcessPoolExecutor(clients) as pool:
-            futures = [pool.submit(_steady_client, share) for share in shares]
-            time.sleep(max(0.0, start - time.time()))
-            before, roles_before = cpu_ticks(), role_cpu_s(pid)
-            time.sleep(max(0.0, start + window_s - time.time()))
+        cursor = multiprocessing.Value("i", 0)
+        with ProcessPoolExecutor(clients, initializer=_share_cursor, initargs=(cursor,)) as pool:
+            before, roles_before, started = cpu_ticks(), role_cpu_s(pid), time.perf_counter()
+            results = list(pool.map(_batch_client, [(url, batch)] * clients))
+            seconds = time.perf_counter() - started
             after, roles_after = cpu_ticks(), role_cpu_s(pid)
-            results = [f.result() for f in futures]
     done, pages = sum(r[0] for r in results), sum(r[1] for r in results)
+    assert done == len(batch)
     total = sum(after.values()) - sum(before.values())
     share = {k: round(100 * (after[k] - before[k]) / total, 1) for k in ("busy", "steal")}
     roles = {role: roles_after[role] - roles_before.get(role, 0.0) for role in roles_after}
@@ -214,14 +215,14 @@ def throughput(dataset: Path, workers: int, clients: int, queries: list[str], wa
     return {
         "workers": workers,
         "clients": clients,
-        "window_s": window_s,
         "queries": done,
         "pages": pages,
-        "queries_per_s": round(done / window_s, 2),
-        "pages_per_s": round(pages / window_s, 2),
+        "seconds": round(seconds, 2),
+        "queries_per_s": round(done / seconds, 2),
+        "pages_per_s": round(pages / seconds, 2),
         "cpu_busy_percent": share["busy"],
         "cpu_steal_percent": share["steal"],
-        # CPU per page in the window, by process role
+        # CPU per page, by process role
         "cpu_ms_per_page": {role: round(1000 * cpu / max(1, pages), 2) for role, cpu in sorted(roles.items())},
     }
 
@@ -311,7 +312,14 @@ def main() -> int:
     c3 = [p.read_text() for p in BASIC if p.stem.split("_")[0] == "C3"]
     starved = [q.replace("?v6 .\n}", '?v6 .\n\tFILTER(STR(?v6) = "no such name")\n}') for q in c3]
     assert all("FILTER" in q for q in starved)
-    mix = starved[: 4 if quick else 10] * 2 + [p.read_text() for p in BASIC if p.stem.endswith("_1")]
+    others = [p.read_text() for p in BASIC if p.stem.endswith("_1")]
+    # the batch: the mix 3 (quick) or 10 times, long queries first, each part in a fixed shuffled order
+    rounds = 3 if quick else 10
+    shuffled = random.Random(0)
+    long_part, short_part = starved[: 4 if quick else 10] * rounds, others * rounds
+    shuffled.shuffle(long_part)
+    shuffled.shuffle(short_part)
+    batch = long_part + short_part
     # long queries (~0.9 s of work on 1M, no output) against short ones
     long_query = (
         "SELECT ?a WHERE { ?a <http://db.uwaterloo.ca/~galuc/wsdbm/friendOf> ?b . "
@@ -325,8 +333,7 @@ def main() -> int:
         "round_trip": round_trip(dataset, 200 if quick else 2000),
     }
     # 1, 2, 1, 2... workers: the machine drifts, so each speedup pairs neighbouring runs
-    pairs, warmup_s, window_s = (2, 3, 10) if quick else (3, 5, 30)
-    runs = [throughput(dataset, w, 8, mix, warmup_s, window_s) for _ in range(pairs) for w in (1, 2)]
+    runs = [throughput(dataset, w, 8, batch) for _ in range(2 if quick else 3) for w in (1, 2)]
     pairs_run = zip(runs[::2], runs[1::2], strict=True)
     speedups = [round(two["queries_per_s"] / one["queries_per_s"], 2) for one, two in pairs_run]
     result["throughput"] = {
@@ -362,7 +369,7 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         f"The leg costs **{round(rt['overhead_ms']['p50'] / rt['socket_floor_ms']['p50'], 2)}x** the floor at p50, "
         "measured in alternating blocks.",
         "",
-        "| throughput, 8 clients in a closed loop over the mix, steady state | window (s) | queries | "
+        f"| throughput: 8 clients share a batch of {tp['runs'][0]['queries']} queries | seconds | queries | "
         "queries/s | pages/s | CPU busy % | CPU stolen by the host % | CPU ms per page: workers / gateway / "
         "Redis / clients |",
         "|---|---|---|---|---|---|---|---|",
@@ -371,7 +378,7 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
         cpu = t["cpu_ms_per_page"]
         per_page = " / ".join(str(cpu.get(role, "")) for role in ("worker", "gateway", "redis-server", "clients"))
         lines.append(
-            f"| {t['workers']} worker(s) | {t['window_s']} | {t['queries']} | {t['queries_per_s']} | "
+            f"| {t['workers']} worker(s) | {t['seconds']} | {t['queries']} | {t['queries_per_s']} | "
             f"{t['pages_per_s']} | {t['cpu_busy_percent']} | {t['cpu_steal_percent']} | {per_page} |"
         )
     lines += [
