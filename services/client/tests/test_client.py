@@ -20,15 +20,16 @@ Answer = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, header
 
 
 class Scripted:
-    """Answers each POST with the next scripted answer and records the bodies it got."""
+    """Answers each POST with the next scripted answer and records what it got (also as a proxy)."""
 
     def __init__(self, answers: list[Answer]) -> None:
-        self.answers, self.bodies, self.times = list(answers), [], []  # type: ignore[var-annotated]
+        self.answers, self.bodies, self.times, self.paths = list(answers), [], [], []  # type: ignore[var-annotated]
         script = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 script.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                script.paths.append(self.path)
                 script.times.append(time.monotonic())
                 status, body, headers = script.answers.pop(0)
                 data = json.dumps(body).encode()
@@ -104,3 +105,13 @@ def test_a_problem_is_raised_with_its_body(scripted) -> None:
 def test_gives_up_on_an_unreachable_service() -> None:
     with QuantaClient(f"http://127.0.0.1:{free_port()}", max_retries=1) as client, pytest.raises(TransportError):
         list(client.query("d", "Q"))
+
+
+def test_goes_through_the_proxy_the_environment_names(scripted, monkeypatch) -> None:
+    proxy = scripted(page(["via proxy"], None))
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with QuantaClient("http://quanta.invalid:8000") as client:
+        assert [b["x"]["value"] for b in client.query("d", "Q")] == ["via proxy"]
+    assert proxy.paths == ["http://quanta.invalid:8000/v1/datasets/d/query"]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError  # refused, reset, timed out
@@ -43,8 +45,7 @@ class QuantaClient:
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, max_retries: int = 10) -> None:
         self.url = url.rstrip("/")
         headers = {"Content-Type": "application/json"} | ({"X-API-Key": api_key} if api_key else {})
-        # retries=False: this class decides what to retry (Retry-After, a 504's `next`)
-        self.http = urllib3.PoolManager(headers=headers, timeout=urllib3.Timeout(total=timeout), retries=False)
+        self.http = _pool(self.url, headers, timeout)
         self.max_retries = max_retries
         self.requests = 0
 
@@ -114,6 +115,17 @@ class QuantaClient:
                 continue
             raise ServiceError(response.status, problem)
         raise ServiceError(503, {"title": "gave up", "detail": f"after {self.max_retries} retries"})
+
+
+def _pool(url: str, headers: dict[str, str], timeout: float) -> urllib3.PoolManager:
+    """Connections to `url`, through the proxy the environment names for it (HTTP_PROXY,
+    HTTPS_PROXY, NO_PROXY), if any. retries=False: the client decides what to retry."""
+    options: dict[str, Any] = {"headers": headers, "timeout": urllib3.Timeout(total=timeout), "retries": False}
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
+        return urllib3.ProxyManager(proxy, **options)
+    return urllib3.PoolManager(**options)
 
 
 def _problem(response: urllib3.BaseHTTPResponse) -> dict[str, Any]:
