@@ -110,3 +110,21 @@ def test_redis_down_and_back(run: Callable[..., Any]) -> None:
         run(main())
     finally:
         server.stop()
+
+
+def test_a_server_that_is_not_redis_fails_the_command_at_once(run: Callable[..., Any]) -> None:
+    async def main() -> None:
+        async def answer_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(100)
+            writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            await writer.drain()
+
+        server = await asyncio.start_server(answer_http, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = RespPool(f"redis://127.0.0.1:{port}/0", connect_timeout_s=1)
+        with pytest.raises(redis.ConnectionError):
+            async with pool.connection() as conn, asyncio.timeout(2):
+                await conn.call("PING")
+        server.close()
+
+    run(main())

@@ -38,7 +38,17 @@ class RespConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.parser.feed(data)
-        while (reply := self.parser.gets()) is not False:
+        while True:
+            try:
+                reply = self.parser.gets()
+            except hiredis.ProtocolError:
+                self.close()  # not RESP: connection_lost fails whoever waits
+                return
+            if reply is False:
+                return
+            if not self.waiting:  # a reply nobody asked for: out of step, nothing after it can be trusted
+                self.close()
+                return
             future = self.waiting.popleft()
             if future.done():  # cancelled: the connection is being closed anyway
                 continue
