@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from quanta.common.settings import RedisSettings
+
 log = logging.getLogger("quanta.gateway")
 
 KID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
@@ -43,6 +45,15 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(default=2.0, gt=0)
     redis_connect_timeout_s: float = Field(default=1.0, gt=0)
     access_log: bool = True
+    # Redis over TLS (rediss://) and through Sentinel: see quanta.common.settings.RedisSettings.
+    redis_password: str | None = Field(default=None, repr=False)
+    redis_tls_ca_file: str | None = None
+    redis_tls_cert_file: str | None = None
+    redis_tls_key_file: str | None = None
+    redis_tls_check_hostname: bool = True
+    redis_sentinels: str = ""
+    redis_sentinel_master: str = "mymaster"
+    redis_sentinel_password: str | None = Field(default=None, repr=False)
 
     @model_validator(mode="after")
     def _check_secrets(self) -> Settings:
@@ -54,7 +65,18 @@ class Settings(BaseSettings):
             log.warning("QUANTA_DEV=1 without QUANTA_SECRET_KEYS: signing with a random key that dies with the process")
             object.__setattr__(self, "secret_keys", "dev:" + secrets.token_urlsafe(32))
         parse_keys(self.secret_keys, allow_short=self.dev)
+        self.redis().check()
         return self
+
+    def redis(self) -> RedisSettings:
+        """The connection settings every Redis client of the gateway uses."""
+        return RedisSettings(
+            url=self.redis_url, socket_timeout_s=self.redis_timeout_s, connect_timeout_s=self.redis_connect_timeout_s,
+            password=self.redis_password, tls_ca_file=self.redis_tls_ca_file, tls_cert_file=self.redis_tls_cert_file,
+            tls_key_file=self.redis_tls_key_file, tls_check_hostname=self.redis_tls_check_hostname,
+            sentinels=self.redis_sentinels, sentinel_master=self.redis_sentinel_master,
+            sentinel_password=self.redis_sentinel_password,
+        )  # fmt: skip
 
     def signing_keys(self) -> list[tuple[str, bytes]]:
         """(key id, secret) in order; the first signs."""

@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import logging
 from contextvars import ContextVar
 from typing import Any
+
+from quanta.common.logs import JsonFormatter as _Json
 
 # Set by the edge middleware for the duration of a request.
 request_id: ContextVar[str] = ContextVar("request_id", default="")
 
-# Attributes every LogRecord has; anything else was passed with `extra=` and is logged as a field.
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
+class JsonFormatter(_Json):
+    """The common JSON lines, plus the id of the request being served."""
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": round(record.created, 6),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "pid": record.process,
-            "msg": record.getMessage(),
-        }
+    def context(self) -> dict[str, Any]:
         rid = request_id.get()
-        if rid:
-            doc["request_id"] = rid
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                doc[key] = value
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
+        return {"request_id": rid} if rid else {}
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:

@@ -14,11 +14,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from quanta.common.catalog import load_catalog
+from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.admission import Admitter
 from quanta.gateway.api.main import api_router
@@ -54,13 +54,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Ordinary commands: short timeouts and one retry (a pooled connection may predate a Redis restart).
-        redis = Redis.from_url(
-            settings.redis_url, socket_timeout=settings.redis_timeout_s,
-            socket_connect_timeout=settings.redis_connect_timeout_s, retry=Retry(NoBackoff(), 1),
-        )  # fmt: skip
+        redis = async_client(settings.redis(), retry=Retry(NoBackoff(), 1))
         # The query route's admission and blocking read: no retry (a lost connection means a
         # lost reply list: answer 503 at once rather than wait for nothing).
-        pool = RespPool(settings.redis_url, settings.redis_connect_timeout_s)
+        pool = RespPool(settings.redis())
         admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
         dispatcher = Dispatcher(
             redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,
@@ -69,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.services = Services(
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher
         )
-        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": _redacted(settings.redis_url)})
+        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis().redacted_url()})
         try:
             yield
         finally:
@@ -101,9 +98,3 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas["QueryRequest"] = QueryRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         app.openapi_schema = doc
     return app.openapi_schema
-
-
-def _redacted(url: str) -> str:
-    """The Redis URL without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    return scheme + sep + rest.rpartition("@")[2] if sep else url

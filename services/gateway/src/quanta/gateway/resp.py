@@ -10,20 +10,26 @@ clean-ups) keeps using redis-py.
 Replies arrive in the order commands were sent, so a connection is a queue
 of futures. A connection whose command failed, timed out or was cancelled
 is closed, never reused: its next reply could belong to the abandoned command.
+
+The pool speaks what the chart allows: plain Redis, TLS (`rediss://` with the
+CA and client certificate of RedisSettings) and Sentinel (each new connection
+asks a Sentinel for the current master and checks its ROLE, so after a
+failover new connections go to the new master; old ones fail and are closed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import hiredis
-from redis.connection import SSLConnection, parse_url
+from redis.connection import parse_url
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError
+
+from quanta.common.settings import RedisSettings
 
 
 class RespConnection(asyncio.Protocol):
@@ -80,11 +86,14 @@ class RespConnection(asyncio.Protocol):
 
 
 class RespPool:
-    """Connections to the Redis of `url` (redis://, rediss://, unix://), opened on demand and reused."""
+    """Connections to one Redis (redis://, rediss://, unix://, or the master its Sentinels name),
+    opened on demand and reused."""
 
-    def __init__(self, url: str, connect_timeout_s: float, max_idle: int = 64) -> None:
-        self.options = parse_url(url)
-        self.connect_timeout_s = connect_timeout_s
+    def __init__(self, redis: str | RedisSettings, connect_timeout_s: float | None = None, max_idle: int = 64) -> None:
+        self.settings = RedisSettings(url=redis) if isinstance(redis, str) else redis
+        self.settings.check()
+        self.connect_timeout_s = connect_timeout_s or self.settings.connect_timeout_s
+        self.tls = self.settings.ssl_context()
         self.max_idle = max_idle  # beyond it, a burst's extra connections are closed when done
         self.idle: collections.deque[RespConnection] = collections.deque()
 
@@ -109,24 +118,57 @@ class RespPool:
         return None
 
     async def _open(self) -> RespConnection:
-        loop = asyncio.get_running_loop()
-        o = self.options
+        s = self.settings
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                if "path" in o:
-                    _, conn = await loop.create_unix_connection(RespConnection, o["path"])
-                else:
-                    tls = ssl.create_default_context() if o.get("connection_class") is SSLConnection else None
-                    _, conn = await loop.create_connection(
-                        RespConnection, o.get("host", "localhost"), o.get("port", 6379), ssl=tls
+                if s.url.startswith("unix://"):
+                    _, conn = await asyncio.get_running_loop().create_unix_connection(
+                        RespConnection, parse_url(s.url)["path"]
                     )
-                if o.get("password"):
-                    await conn.call("AUTH", *([o["username"]] if o.get("username") else []), o["password"])
-                if o.get("db"):
-                    await conn.call("SELECT", o["db"])
+                else:
+                    host, port = await self._master() if s.sentinels else s.address()
+                    conn = await self._connect(host, port)
+                user, password = s.credentials()
+                if password:
+                    await conn.call("AUTH", *([user] if user else []), password)
+                if s.db():
+                    await conn.call("SELECT", s.db())
+                if s.sentinels:
+                    role = await conn.call("ROLE")
+                    if role[0] != b"master":  # a Sentinel that has not seen the failover yet
+                        conn.close()
+                        raise ConnectionError(f"{host}:{port} is a {role[0].decode()}, not the master")
         except (OSError, TimeoutError) as error:
             raise ConnectionError(f"cannot connect to Redis: {error!r}") from error
         return conn
+
+    async def _connect(self, host: str, port: int) -> RespConnection:
+        _, conn = await asyncio.get_running_loop().create_connection(RespConnection, host, port, ssl=self.tls)
+        return conn
+
+    async def _master(self) -> tuple[str, int]:
+        """Ask each Sentinel in turn for the master's address."""
+        s = self.settings
+        errors = []
+        for host, port in s.sentinel_addresses():
+            try:
+                sentinel = await self._connect(host, port)
+            except OSError as error:
+                errors.append(f"{host}:{port}: {error}")
+                continue
+            try:
+                if s.sentinel_password:
+                    await sentinel.call("AUTH", s.sentinel_password)
+                answer = await sentinel.call("SENTINEL", "get-master-addr-by-name", s.sentinel_master)
+            except (ConnectionError, ResponseError) as error:
+                errors.append(f"{host}:{port}: {error}")
+                continue
+            finally:
+                sentinel.close()
+            if answer:
+                return answer[0].decode(), int(answer[1])
+            errors.append(f"{host}:{port}: no master named {s.sentinel_master!r}")
+        raise ConnectionError(f"no Sentinel named a master: {'; '.join(errors)}")
 
     def close(self) -> None:
         while self.idle:

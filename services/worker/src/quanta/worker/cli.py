@@ -3,73 +3,87 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
 import signal
-import socket
 import sys
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import redis
-from prometheus_client import start_http_server
 
 from quanta.common.catalog import CatalogError, Dataset, load_catalog
-from quanta.common.settings import RedisSettings
+from quanta.common.connect import sync_client
+from quanta.common.logs import setup_json_logging
+from quanta.common.settings import SettingsError
 from quanta.engine.storage.hdt import HdtStore
+from quanta.worker.config import WorkerSettings
 from quanta.worker.consumer import Consumer
+from quanta.worker.health import Health
+from quanta.worker.health import serve as serve_health
 from quanta.worker.runner import Runner
 
 log = logging.getLogger("quanta.worker")
 
 INDEX_SUFFIX = ".index.v1-1"
+BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", default=os.environ.get("QUANTA_CATALOG"), help="dataset catalog (TOML)")
-    parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}", help="consumer name")
+    # Flags override the environment (WorkerSettings); None means "not given".
+    parser.add_argument("--catalog", help="dataset catalog (TOML; default: $QUANTA_CATALOG)")
+    parser.add_argument("--name", help="consumer name (default: $QUANTA_WORKER_NAME, else host name and pid)")
+    parser.add_argument("--metrics-port", type=int, help="serve /metrics, /livez, /readyz on this port (0: off)")
     parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=int(os.environ.get("QUANTA_METRICS_PORT", "0")),
-        help="serve Prometheus metrics on this port (0: off)",
-    )
-    parser.add_argument(
-        "--reclaim-idle-ms",
-        type=int,
-        default=int(os.environ.get("QUANTA_RECLAIM_IDLE_MS", "0")),
-        help="take over tasks idle this long (default: 10 quanta, at least 1 s)",
+        "--reclaim-idle-ms", type=int, help="take over tasks idle this long (default: 10 quanta, at least 1 s)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        format='{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}',
-    )
-    if not args.catalog:
+    try:
+        settings = WorkerSettings.from_env(
+            catalog=args.catalog, name=args.name, metrics_port=args.metrics_port, reclaim_idle_ms=args.reclaim_idle_ms
+        )
+    except SettingsError as e:
+        print(f"quanta worker: {e}", file=sys.stderr)
+        return 2
+    setup_json_logging(settings.log_level)
+    if not settings.catalog:
         print("quanta worker: --catalog (or QUANTA_CATALOG) is required", file=sys.stderr)
         return 2
     try:
-        datasets = load_catalog(args.catalog)
+        datasets = load_catalog(settings.catalog)
     except CatalogError as e:
         print(f"quanta worker: {e}", file=sys.stderr)
         return 2
-    client = redis.Redis.from_url(RedisSettings.from_env().url, socket_timeout=10)
+    health = Health(settings.liveness_timeout_s)
+    if settings.metrics_port:
+        serve_health(health, settings.metrics_host, settings.metrics_port)  # live while the datasets open
+    # Blocking reads wait up to a second on top of the command timeout.
+    client = sync_client(settings.redis, socket_timeout=settings.redis.socket_timeout_s + BLOCK_S)
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
     gc.freeze()  # what start-up built lives as long as the process: keep collections off it
-    if args.metrics_port:
-        start_http_server(args.metrics_port)
-    idle = args.reclaim_idle_ms or reclaim_idle_ms(datasets.values())
-    consumer = Consumer(client, Runner(datasets, stores, client, args.name), args.name, reclaim_idle_ms=idle)
-    signal.signal(signal.SIGTERM, lambda *_: consumer.stop())
-    signal.signal(signal.SIGINT, lambda *_: consumer.stop())
+    idle = settings.reclaim_idle_ms or reclaim_idle_ms(datasets.values())
+    runner = Runner(datasets, stores, client, settings.name)
+    consumer = Consumer(
+        client, runner, settings.name, reclaim_idle_ms=idle, block_ms=int(BLOCK_S * 1000), health=health
+    )
+
+    def stop(*_: object) -> None:
+        health.stopping = True
+        consumer.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     consumer.ensure_group()
-    log.info("worker %s serving %s", args.name, ", ".join(datasets))
+    health.serving = True
+    log.info("worker serving", extra={"worker": settings.name, "datasets": sorted(datasets)})
     consumer.serve()
-    log.info("worker %s stopped", args.name)
+    log.info("worker stopped", extra={"worker": settings.name})
     return 0
 
 
@@ -89,9 +103,31 @@ def open_dataset(dataset: Dataset, client: redis.Redis) -> HdtStore:
     while not index.exists():
         if client.set(lock, "1", nx=True, ex=1800):
             try:
-                return HdtStore(str(dataset.path), name=dataset.name)  # builds and saves the index
+                with native_output_logged(f"indexed {dataset.path}"):
+                    return HdtStore(str(dataset.path), name=dataset.name)  # builds and saves the index
             finally:
                 client.delete(lock)
-        log.info("waiting for another worker to index %s", dataset.path)
+        log.info("waiting for another worker to index the dataset", extra={"path": str(dataset.path)})
         time.sleep(0.5)
     return HdtStore(str(dataset.path), name=dataset.name)
+
+
+@contextlib.contextmanager
+def native_output_logged(message: str) -> Iterator[None]:
+    """hdt-cpp prints its progress on the process's stdout and stderr: catch those file
+    descriptors while it runs, then log what it printed as one JSON record."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 1)
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            caught.seek(0)
+            log.info(message, extra={"native_output": caught.read().decode(errors="replace")})

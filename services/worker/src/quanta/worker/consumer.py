@@ -18,6 +18,7 @@ import redis
 from quanta.common import keys
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.worker import metrics
+from quanta.worker.health import Health
 from quanta.worker.runner import Runner, error
 
 log = logging.getLogger("quanta.worker")
@@ -37,13 +38,17 @@ redis.call('XDEL', KEYS[2], ARGV[4])
 
 
 class Consumer:
-    def __init__(self, client: redis.Redis, runner: Runner, name: str, *, reclaim_idle_ms: int, block_ms: int = 1000):
+    def __init__(
+        self, client: redis.Redis, runner: Runner, name: str, *, reclaim_idle_ms: int, block_ms: int = 1000,
+        health: Health | None = None,
+    ):  # fmt: skip
         self.redis = client
         self.runner = runner
         self.name = name
         self.reclaim_idle_ms = reclaim_idle_ms
         self.block_ms = block_ms
         self.stopping = False
+        self.health = health or Health(liveness_timeout_s=float("inf"))
         self._beat = 0.0
         self._reclaimed = 0.0
         self._finish = client.register_script(FINISH_LUA)
@@ -58,13 +63,16 @@ class Consumer:
             try:
                 self.heartbeat()
                 for entry_id, fields in self.reclaim() or self.read():
+                    self.health.record(redis_ok=True)
                     self.handle(entry_id, fields)
+                self.health.record(redis_ok=True)
                 backoff = 0.1
             except redis.ResponseError as e:
                 if "NOGROUP" not in str(e):
                     raise
                 self.ensure_group()  # Redis restarted empty: recreate the stream and group
             except (redis.ConnectionError, redis.TimeoutError) as e:
+                self.health.record(redis_ok=False)
                 log.warning("redis unavailable (%s); retrying in %.1fs", e, backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
