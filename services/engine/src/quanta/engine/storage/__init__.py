@@ -8,6 +8,7 @@ joins and FILTER equality compare integers. 0 is the wildcard in a pattern
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -15,7 +16,8 @@ Triple = tuple[int, int, int]
 
 
 class TripleStore(Protocol):
-    """Read-only access to one dataset file. Another backend implements this."""
+    """Read-only access to one dataset file: `storage.native` (the default)
+    and `storage.hdt` (pyHDT, the reference) implement it."""
 
     name: str
     version: int  # 64-bit fingerprint of the file build; saved plans carry it
@@ -48,8 +50,29 @@ class TripleStore(Protocol):
         ...
 
 
-def open_store(path: str, name: str | None = None) -> TripleStore:
-    """Open a dataset file (HDT is the one backend today)."""
-    from quanta.engine.storage.hdt import HdtStore
+BACKENDS = ("native", "pyhdt")
+DEFAULT_BACKEND = "pyhdt"  # native becomes the default once the install builds it (issue 13, step 5)
+BACKEND_ENV = "QUANTA_BACKEND"
 
-    return HdtStore(path, name=name)
+
+def backend_name(backend: str | None = None) -> str:
+    """The backend to use: `backend` if given, else $QUANTA_BACKEND, else the
+    default (`native`; `pyhdt` is the reference implementation, an optional
+    dependency kept for tests and comparisons)."""
+    chosen = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    if chosen not in BACKENDS:
+        raise ValueError(f"unknown storage backend {chosen!r} (expected one of {', '.join(BACKENDS)})")
+    return chosen
+
+
+def open_store(path: str, name: str | None = None, backend: str | None = None) -> TripleStore:
+    """Open a dataset file with the configured backend (see `backend_name`).
+    Both read the same HDT file and give the same ids and orders, so a plan
+    saved on one resumes on the other."""
+    if backend_name(backend) == "pyhdt":
+        from quanta.engine.storage.hdt import HdtStore
+
+        return HdtStore(path, name=name)
+    from quanta.engine.storage.native import NativeStore
+
+    return NativeStore(path, name=name)

@@ -17,8 +17,6 @@ for every shape but `?P?`, whose skip walks the predicate's occurrences
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,30 +24,20 @@ from pathlib import Path
 import hdt
 
 from quanta.engine.storage import Triple
+from quanta.engine.storage.version import META_SUFFIX, file_version
 from quanta.engine.terms import spellings
 
 SUBJECT = hdt.IdentifierPosition.Subject
 PREDICATE = hdt.IdentifierPosition.Predicate
 OBJECT = hdt.IdentifierPosition.Object
 
-META_SUFFIX = ".meta.json"  # written by `quanta load`; holds the build's version id
-
-
-def file_version(path: str) -> int:
-    """64-bit fingerprint of the file build: the loader's version id when there
-    is a metadata file beside the HDT, else a digest of the file's bytes."""
-    meta = Path(path + META_SUFFIX)
-    if meta.exists():
-        return int(json.loads(meta.read_text())["version_id"][:16], 16)
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return int(digest.hexdigest()[:16], 16)
+__all__ = ["META_SUFFIX", "HdtStore", "file_version"]
 
 
 class HdtStore:
     """A memory-mapped HDT file with its side index (`.hdt.index.v1-1`)."""
+
+    backend = "pyhdt"
 
     def __init__(self, path: str, name: str | None = None) -> None:
         if not os.path.exists(path):
@@ -131,7 +119,7 @@ class HdtStore:
                 raise
             return iter(())  # hdt-cpp throws when asked to skip past the end
         if s and p and o:
-            return found  # nothing to translate
+            return ((s, p, o) for _ in found)  # found holds position ids: the pattern is the triple
         return map(self._translator(s, p, o), found)
 
     def _translator(self, s: int, p: int, o: int):  # type: ignore[no-untyped-def]

@@ -1,0 +1,12 @@
+//! quanta's native storage core: an HDT file and its side index, memory-mapped
+//! and shared between processes, read through cursors whose state is an
+//! offset; and native execution of the plans' hot subtrees (scans and joins).
+
+pub mod bits;
+pub mod dict;
+pub mod hdt;
+pub mod index;
+pub mod store;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,517 @@
+//! The engine's view of one dataset: triples by global term ids, a cursor per
+//! pattern shape whose whole state is an offset, estimates, and terms.
+//!
+//! Global ids are those of `quanta.engine.storage.hdt` (pyHDT backend), so
+//! saved plans mean the same on both: subject ids as they are, object-only ids
+//! shifted past the subjects, predicates mapped to the term's subject/object
+//! id when it has one, else `nb_terms + p`. 0 is "any" in a pattern.
+//!
+//! Orders are pyHDT's (hdt-cpp 1.3.3): SPO for `???`, `S??`, `SP?`, `SPO`,
+//! `S?O`; the predicate's pairs in subject order for `?P?`; the object's
+//! pairs in (predicate, subject) order for `??O` and `?PO`.
+
+use crate::dict::Section;
+use crate::hdt::Hdt;
+use crate::index::Index;
+use std::collections::HashMap;
+use std::path::Path;
+
+pub type Triple = [u64; 3];
+
+pub struct Store {
+    pub hdt: Hdt,
+    pub index: Index,
+    pub nb_shared: u64,
+    pub nb_subjects: u64,
+    pub nb_objects: u64,
+    pub nb_predicates: u64,
+    pub nb_terms: u64,
+    object_shift: u64,
+    predicate_gid: Vec<u64>,
+    gid_predicate: HashMap<u64, u64>,
+}
+
+/// Position ids of a pattern's terms (0 = any); None when a constant never
+/// occurs at its position, so nothing matches.
+#[derive(Clone, Copy, Debug)]
+struct Ids {
+    s: u64,
+    p: u64,
+    o: u64,
+}
+
+impl Store {
+    pub fn open(hdt_path: &Path, index_path: &Path) -> Result<Self, String> {
+        let hdt = Hdt::open(hdt_path)?;
+        let index = Index::open(index_path, &hdt)?;
+        let nb_shared = hdt.shared.len;
+        let nb_subjects = nb_shared + hdt.subjects.len;
+        let nb_objects = nb_shared + hdt.objects.len;
+        let nb_predicates = hdt.predicates.len;
+        let mut store = Store {
+            nb_shared,
+            nb_subjects,
+            nb_objects,
+            nb_predicates,
+            nb_terms: nb_subjects + nb_objects - nb_shared,
+            object_shift: nb_subjects - nb_shared,
+            predicate_gid: vec![0],
+            gid_predicate: HashMap::new(),
+            hdt,
+            index,
+        };
+        let mut buf = Vec::new();
+        for p in 1..=nb_predicates {
+            buf.clear();
+            store.hdt.predicates.extract_into(p, &mut buf)?;
+            let gid = match store.so_gid(&buf) {
+                0 => store.nb_terms + p,
+                g => g,
+            };
+            store.predicate_gid.push(gid);
+            store.gid_predicate.insert(gid, p);
+        }
+        Ok(store)
+    }
+
+    pub fn triples(&self) -> u64 {
+        self.hdt.triples()
+    }
+
+    // -- terms --
+
+    fn so_gid(&self, term: &[u8]) -> u64 {
+        let id = self.hdt.shared.locate(term);
+        if id != 0 {
+            return id;
+        }
+        let id = self.hdt.subjects.locate(term);
+        if id != 0 {
+            return self.nb_shared + id;
+        }
+        let id = self.hdt.objects.locate(term);
+        if id != 0 {
+            return self.object_gid(self.nb_shared + id);
+        }
+        0
+    }
+
+    /// Global id of a term in dictionary syntax (exactly as spelled), 0 if absent.
+    pub fn locate(&self, term: &[u8]) -> u64 {
+        match self.so_gid(term) {
+            0 => match self.hdt.predicates.locate(term) {
+                0 => 0,
+                p => self.predicate_gid[p as usize],
+            },
+            gid => gid,
+        }
+    }
+
+    /// The dictionary string of a global id, appended to `out`.
+    pub fn extract_into(&self, gid: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        let (section, id): (&Section, u64) = if gid == 0 {
+            return Err("id 0 is no term".into());
+        } else if gid <= self.nb_shared {
+            (&self.hdt.shared, gid)
+        } else if gid <= self.nb_subjects {
+            (&self.hdt.subjects, gid - self.nb_shared)
+        } else if gid <= self.nb_terms {
+            (&self.hdt.objects, gid - self.nb_subjects)
+        } else {
+            (&self.hdt.predicates, gid - self.nb_terms)
+        };
+        section.extract_into(id, out)
+    }
+
+    #[inline]
+    pub fn object_gid(&self, oid: u64) -> u64 {
+        if oid <= self.nb_shared {
+            oid
+        } else {
+            oid + self.object_shift
+        }
+    }
+
+    #[inline]
+    pub fn predicate_gid(&self, pid: u64) -> u64 {
+        self.predicate_gid[pid as usize]
+    }
+
+    fn ids(&self, s: i64, p: i64, o: i64) -> Option<Ids> {
+        if s < 0 || p < 0 || o < 0 {
+            return None; // terms outside the dictionary match nothing
+        }
+        let (s, p, o) = (s as u64, p as u64, o as u64);
+        if s > self.nb_subjects {
+            return None;
+        }
+        let p = if p == 0 {
+            0
+        } else {
+            *self.gid_predicate.get(&p)?
+        };
+        let o = if o <= self.nb_shared {
+            o
+        } else if self.nb_subjects < o && o <= self.nb_terms {
+            o - self.object_shift
+        } else {
+            return None;
+        };
+        Some(Ids { s, p, o })
+    }
+
+    // -- the triples' structure --
+
+    /// Pairs (subject, predicate) of subject `s`: `start..end`.
+    #[inline]
+    fn subject_pairs(&self, s: u64) -> (u64, u64) {
+        let y = &self.index.y;
+        let start = if s == 1 {
+            0
+        } else {
+            y.select1(s - 1).map_or(u64::MAX, |i| i as u64 + 1)
+        };
+        let end = y.select1(s).map_or(start, |i| i as u64 + 1);
+        (start.min(end), end)
+    }
+
+    /// Triples of pair `y`: `start..end`.
+    #[inline]
+    fn pair_triples(&self, y: u64) -> (u64, u64) {
+        let z = &self.index.z;
+        let start = if y == 0 {
+            0
+        } else {
+            z.select1(y).map_or(0, |i| i as u64 + 1)
+        };
+        let end = z.select1(y + 1).map_or(start, |i| i as u64 + 1);
+        (start, end)
+    }
+
+    #[inline]
+    fn subject_of_pair(&self, y: u64) -> u64 {
+        self.index.y.rank1(y as usize) + 1
+    }
+
+    #[inline]
+    fn pair_of_triple(&self, z: u64) -> u64 {
+        self.index.z.rank1(z as usize)
+    }
+
+    /// The pair (s, p), if the subject has the predicate.
+    fn find_pair(&self, s: u64, p: u64) -> Option<u64> {
+        let (a, b) = self.subject_pairs(s);
+        let i = self.hdt.seq_y.lower_bound(a as usize, b as usize, p);
+        (i < b as usize && self.hdt.seq_y.get(i) == p).then_some(i as u64)
+    }
+
+    /// Object `o` among the triples of pair `y`, as a triple position.
+    fn find_object(&self, y: u64, o: u64) -> Option<u64> {
+        let (a, b) = self.pair_triples(y);
+        let i = self.hdt.seq_z.lower_bound(a as usize, b as usize, o);
+        (i < b as usize && self.hdt.seq_z.get(i) == o).then_some(i as u64)
+    }
+
+    /// Object `o`'s entries in the object index, restricted to predicate `p` (0: all).
+    fn object_entries(&self, o: u64, p: u64) -> (u64, u64) {
+        let ix = &self.index;
+        if o == 0 || o as usize >= ix.obj_start.len() {
+            return (0, 0);
+        }
+        let (a, b) = (
+            ix.obj_start.get(o as usize - 1),
+            ix.obj_start.get(o as usize),
+        );
+        if p == 0 {
+            return (a, b);
+        }
+        // the list is ordered by predicate: find p's run
+        let (mut lo, mut hi) = (a, b);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.hdt.seq_y.get(ix.obj_pairs.get(mid as usize) as usize) < p {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let start = lo;
+        let mut hi = b;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.hdt.seq_y.get(ix.obj_pairs.get(mid as usize) as usize) <= p {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (start, lo)
+    }
+
+    /// Predicate `p`'s entries in the predicate index.
+    fn predicate_entries(&self, p: u64) -> (u64, u64) {
+        let ix = &self.index;
+        (
+            ix.pred_start.get(p as usize - 1),
+            ix.pred_start.get(p as usize),
+        )
+    }
+
+    // -- TripleStore --
+
+    /// Triples matching the pattern (global ids, 0 = any), after skipping
+    /// `offset` of them.
+    pub fn search(&self, s: i64, p: i64, o: i64, offset: u64) -> Cursor {
+        match self.ids(s, p, o) {
+            Some(ids) => self.cursor(ids, offset),
+            None => Cursor::Empty,
+        }
+    }
+
+    fn cursor(&self, Ids { s, p, o }: Ids, offset: u64) -> Cursor {
+        match (s != 0, p != 0, o != 0) {
+            (false, false, false) => self.range(0, self.triples(), offset),
+            (true, false, false) => {
+                let (a, b) = self.subject_pairs(s);
+                if a >= b {
+                    return Cursor::Empty;
+                }
+                let (start, _) = self.pair_triples(a);
+                let (_, end) = self.pair_triples(b - 1);
+                self.range(start, end, offset)
+            }
+            (true, true, false) => match self.find_pair(s, p) {
+                Some(y) => {
+                    let (start, end) = self.pair_triples(y);
+                    self.range(start, end, offset)
+                }
+                None => Cursor::Empty,
+            },
+            (true, true, true) => match self.find_pair(s, p).and_then(|y| self.find_object(y, o)) {
+                Some(z) => self.range(z, z + 1, offset),
+                None => Cursor::Empty,
+            },
+            (false, true, false) => {
+                let (a, b) = self.predicate_entries(p);
+                let cum = &self.index.pred_cum;
+                // the pair holding the predicate's triple number `offset`
+                let i = cum.upper_bound(a as usize, b as usize, offset) as u64;
+                if i == a {
+                    return Cursor::Empty;
+                }
+                let i = i - 1;
+                let y = self.index.pred_pairs.get(i as usize);
+                let (start, end) = self.pair_triples(y);
+                let z = start + (offset - cum.get(i as usize));
+                if z >= end {
+                    return Cursor::Empty;
+                }
+                Cursor::Predicate {
+                    p_gid: self.predicate_gid(p),
+                    i,
+                    end_i: b,
+                    z,
+                    z_end: end,
+                    s: self.subject_of_pair(y),
+                }
+            }
+            (false, _, true) => {
+                let (a, b) = self.object_entries(o, p);
+                Cursor::Object {
+                    i: a.saturating_add(offset).min(b),
+                    end: b,
+                    o_gid: self.object_gid(o),
+                }
+            }
+            (true, false, true) => {
+                let (a, b) = self.subject_pairs(s);
+                let mut cursor = Cursor::SubjectObject { y: a, end: b, s, o };
+                for _ in 0..offset {
+                    if self.next(&mut cursor).is_none() {
+                        break;
+                    }
+                }
+                cursor
+            }
+        }
+    }
+
+    fn range(&self, start: u64, end: u64, offset: u64) -> Cursor {
+        let z = start.saturating_add(offset);
+        if z >= end {
+            return Cursor::Empty;
+        }
+        let y = self.pair_of_triple(z);
+        Cursor::Range {
+            z,
+            end,
+            y,
+            s: self.subject_of_pair(y),
+            p_gid: self.predicate_gid(self.hdt.seq_y.get(y as usize)),
+        }
+    }
+
+    /// The next triple of a cursor, in global ids.
+    #[inline]
+    pub fn next(&self, cursor: &mut Cursor) -> Option<Triple> {
+        match cursor {
+            Cursor::Empty => None,
+            Cursor::Range {
+                z,
+                end,
+                y,
+                s,
+                p_gid,
+            } => {
+                if *z >= *end {
+                    return None;
+                }
+                let t = [*s, *p_gid, self.object_gid(self.hdt.seq_z.get(*z as usize))];
+                if self.hdt.bitmap_z.get(*z as usize) {
+                    // last triple of its pair: the next one starts a new pair
+                    if self.hdt.bitmap_y.get(*y as usize) {
+                        *s += 1;
+                    }
+                    *y += 1;
+                    if (*y as usize) < self.hdt.seq_y.len() {
+                        *p_gid = self.predicate_gid(self.hdt.seq_y.get(*y as usize));
+                    }
+                }
+                *z += 1;
+                Some(t)
+            }
+            Cursor::Predicate {
+                p_gid,
+                i,
+                end_i,
+                z,
+                z_end,
+                s,
+            } => {
+                if *z >= *z_end {
+                    return None;
+                }
+                let t = [*s, *p_gid, self.object_gid(self.hdt.seq_z.get(*z as usize))];
+                *z += 1;
+                if *z >= *z_end {
+                    *i += 1;
+                    if *i < *end_i {
+                        let y = self.index.pred_pairs.get(*i as usize);
+                        let (start, end) = self.pair_triples(y);
+                        *z = start;
+                        *z_end = end;
+                        *s = self.subject_of_pair(y);
+                    }
+                }
+                Some(t)
+            }
+            Cursor::Object { i, end, o_gid } => {
+                if *i >= *end {
+                    return None;
+                }
+                let y = self.index.obj_pairs.get(*i as usize);
+                *i += 1;
+                let p = self.hdt.seq_y.get(y as usize);
+                Some([self.subject_of_pair(y), self.predicate_gid(p), *o_gid])
+            }
+            Cursor::SubjectObject { y, end, s, o } => {
+                while *y < *end {
+                    let pair = *y;
+                    *y += 1;
+                    if self.find_object(pair, *o).is_some() {
+                        let p = self.hdt.seq_y.get(pair as usize);
+                        return Some([*s, self.predicate_gid(p), self.object_gid(*o)]);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Cardinality of a pattern, as pyHDT estimates it (exact but for `S?O`,
+    /// counted here as the quanta backend over pyHDT counts it).
+    pub fn estimate(&self, s: i64, p: i64, o: i64) -> u64 {
+        let Some(ids) = self.ids(s, p, o) else {
+            return 0;
+        };
+        match (ids.s != 0, ids.p != 0, ids.o != 0) {
+            (false, false, false) => self.triples(),
+            (true, false, false) => {
+                let (a, b) = self.subject_pairs(ids.s);
+                if a >= b {
+                    0
+                } else {
+                    self.pair_triples(b - 1).1 - self.pair_triples(a).0
+                }
+            }
+            (true, true, false) => self.find_pair(ids.s, ids.p).map_or(0, |y| {
+                let (a, b) = self.pair_triples(y);
+                b - a
+            }),
+            (true, true, true) => self
+                .find_pair(ids.s, ids.p)
+                .and_then(|y| self.find_object(y, ids.o))
+                .map_or(0, |_| 1),
+            (false, true, false) => {
+                let (a, b) = self.predicate_entries(ids.p);
+                if a == b {
+                    0
+                } else {
+                    let last = self.index.pred_pairs.get(b as usize - 1);
+                    let (start, end) = self.pair_triples(last);
+                    self.index.pred_cum.get(b as usize - 1) + (end - start)
+                }
+            }
+            (false, _, true) => {
+                let (a, b) = self.object_entries(ids.o, ids.p);
+                b - a
+            }
+            (true, false, true) => {
+                let mut cursor = self.cursor(ids, 0);
+                let mut n = 0;
+                while self.next(&mut cursor).is_some() {
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+}
+
+/// Where a scan is. Each variant resumes from an offset in constant time
+/// (but `S?O`, which walks the subject's pairs).
+#[derive(Clone, Debug)]
+pub enum Cursor {
+    Empty,
+    /// a run of triple positions (`???`, `S??`, `SP?`, `SPO`), with the pair
+    /// and subject of the current one
+    Range {
+        z: u64,
+        end: u64,
+        y: u64,
+        s: u64,
+        p_gid: u64,
+    },
+    /// the predicate's pairs `i..end_i`, inside pair `i` at triple `z`
+    Predicate {
+        p_gid: u64,
+        i: u64,
+        end_i: u64,
+        z: u64,
+        z_end: u64,
+        s: u64,
+    },
+    /// entries `i..end` of the object index (`??O`, `?PO`)
+    Object {
+        i: u64,
+        end: u64,
+        o_gid: u64,
+    },
+    /// the subject's pairs `y..end`, each checked for the object
+    SubjectObject {
+        y: u64,
+        end: u64,
+        s: u64,
+        o: u64,
+    },
+}
