@@ -1,0 +1,121 @@
+{{- define "quanta.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "quanta.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "quanta.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "quanta.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; pass (dict "root" $ "component" "gateway"). */}}
+{{- define "quanta.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{ include "quanta.selectorLabels" . }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "quanta.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "quanta.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "quanta.image" -}}
+{{- $tag := .image.tag | default .root.Chart.AppVersion -}}
+image: {{ printf "%s:%s" .image.repository $tag | quote }}
+imagePullPolicy: {{ .image.pullPolicy }}
+{{- end -}}
+
+{{- define "quanta.redisHost" -}}
+{{- if .Values.hostNetwork -}}127.0.0.1{{- else -}}{{ include "quanta.fullname" . }}-redis{{- end -}}
+{{- end -}}
+
+{{/* QUANTA_REDIS_* for every role: the embedded Redis, or the external one with TLS and Sentinel. */}}
+{{- define "quanta.redisEnv" -}}
+{{- $r := .Values.redis -}}
+{{- if $r.embedded.enabled }}
+- name: QUANTA_REDIS_URL
+  value: {{ printf "redis://%s:%d/0" (include "quanta.redisHost" .) (int $r.embedded.port) | quote }}
+{{- else }}
+{{- if $r.external.urlSecret }}
+- name: QUANTA_REDIS_URL
+  valueFrom: {secretKeyRef: {name: {{ $r.external.urlSecret | quote }}, key: url}}
+{{- else }}
+- name: QUANTA_REDIS_URL
+  value: {{ $r.external.url | quote }}
+{{- end }}
+{{- if $r.external.passwordSecret }}
+- name: QUANTA_REDIS_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ $r.external.passwordSecret | quote }}, key: password}}
+{{- end }}
+{{- if $r.external.tls.secret }}
+- name: QUANTA_REDIS_TLS_CA_FILE
+  value: /etc/quanta/redis-tls/ca.crt
+{{- if $r.external.tls.clientCertificate }}
+- name: QUANTA_REDIS_TLS_CERT_FILE
+  value: /etc/quanta/redis-tls/tls.crt
+- name: QUANTA_REDIS_TLS_KEY_FILE
+  value: /etc/quanta/redis-tls/tls.key
+{{- end }}
+{{- end }}
+- name: QUANTA_REDIS_TLS_CHECK_HOSTNAME
+  value: {{ ternary "1" "0" $r.external.tls.checkHostname | quote }}
+{{- if $r.external.sentinel.enabled }}
+- name: QUANTA_REDIS_SENTINELS
+  value: {{ join "," $r.external.sentinel.hosts | quote }}
+- name: QUANTA_REDIS_SENTINEL_MASTER
+  value: {{ $r.external.sentinel.masterName | quote }}
+{{- if $r.external.sentinel.passwordSecret }}
+- name: QUANTA_REDIS_SENTINEL_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ $r.external.sentinel.passwordSecret | quote }}, key: sentinel-password}}
+{{- end }}
+{{- end }}
+{{- end }}
+- name: QUANTA_REDIS_TIMEOUT_S
+  value: {{ $r.timeoutSeconds | quote }}
+- name: QUANTA_REDIS_CONNECT_TIMEOUT_S
+  value: {{ $r.connectTimeoutSeconds | quote }}
+{{- end -}}
+
+{{- define "quanta.redisTlsVolume" -}}
+{{- if and (not .Values.redis.embedded.enabled) .Values.redis.external.tls.secret }}
+- name: redis-tls
+  secret: {secretName: {{ .Values.redis.external.tls.secret | quote }}}
+{{- end }}
+{{- end -}}
+
+{{- define "quanta.redisTlsMount" -}}
+{{- if and (not .Values.redis.embedded.enabled) .Values.redis.external.tls.secret }}
+- {name: redis-tls, mountPath: /etc/quanta/redis-tls, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "quanta.signingSecretName" -}}
+{{- .Values.signingKeys.existingSecret | default (printf "%s-signing-keys" (include "quanta.fullname" .)) -}}
+{{- end -}}
+
+{{- define "quanta.dataClaimName" -}}
+{{- .Values.data.volume.existingClaim | default (printf "%s-data" (include "quanta.fullname" .)) -}}
+{{- end -}}
+
+{{/* The pod-level settings every role shares. */}}
+{{- define "quanta.podCommon" -}}
+automountServiceAccountToken: false
+serviceAccountName: {{ include "quanta.fullname" . }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end -}}
