@@ -21,7 +21,7 @@ import pytest
 
 from quanta.engine.errors import UnsupportedQuery
 from quanta.engine.execute import execute
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import BACKENDS, TripleStore, open_store
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make the helpers importable
 
@@ -86,23 +86,29 @@ EVALUATION, REFUSED = _classify(CASES)
 class Datasets:
     """HDT files (and their stores) built once per set of data files, in a session tmp dir."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, backend: str) -> None:
         self.directory = directory
-        self.stores: dict[tuple[Path, ...], HdtStore] = {}
+        self.backend = backend
+        self.stores: dict[tuple[Path, ...], TripleStore] = {}
 
-    def store(self, files: tuple[Path, ...]) -> HdtStore:
+    def store(self, files: tuple[Path, ...]) -> TripleStore:
         store = self.stores.get(files)
         if store is None:
             name = f"d{len(self.stores)}"
             # no data file: an empty default graph (the writer makes an empty HDT)
             data = b"".join(to_ntriples(f, blank_prefix=f"f{i}x") for i, f in enumerate(files))
-            store = self.stores[files] = HdtStore(str(write_hdt(data, self.directory, name)), name)
+            path = write_hdt(data, self.directory, name)
+            store = self.stores[files] = open_store(str(path), name, backend=self.backend)
         return store
 
 
-@pytest.fixture(scope="session")
-def datasets(tmp_path_factory: pytest.TempPathFactory) -> Datasets:
-    return Datasets(tmp_path_factory.mktemp("w3c-hdt"))
+TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+
+
+@pytest.fixture(scope="session", params=TEST_BACKENDS)
+def datasets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Datasets:
+    """The test datasets, on each storage backend."""
+    return Datasets(tmp_path_factory.mktemp(f"w3c-hdt-{request.param}"), request.param)
 
 
 @dataclass
@@ -113,7 +119,7 @@ class Answer:
     quanta: int
 
 
-def run(store: HdtStore, query: str) -> Answer:
+def run(store: TripleStore, query: str) -> Answer:
     """Run a query to completion, suspending it after every quantum or page."""
     page = execute(store, query=query, quantum_seconds=QUANTUM_SECONDS, max_results=PAGE_RESULTS)
     head, form, rows, quanta = page.head, page.form, [], 0

@@ -1,8 +1,11 @@
-"""Fixtures: real HDT files and pyoxigraph as the independent engine."""
+"""Fixtures: real HDT files and pyoxigraph as the independent engine. Every
+store fixture runs on each storage backend (`native` and `pyhdt`; narrow
+with QUANTA_TEST_BACKENDS=native, say)."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -10,30 +13,42 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import BACKENDS, TripleStore, open_store
 from quanta.engine.testing import shared_dir, write_hdt
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"
+TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+
+
+@pytest.fixture(scope="session", params=TEST_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend the engine runs on."""
+    return request.param
 
 
 @pytest.fixture
-def make_store(tmp_path: Path) -> Callable[[str], HdtStore]:
+def make_store(tmp_path: Path, backend: str) -> Callable[[str], TripleStore]:
     """Build a store from N-Triples text."""
     counter = iter(range(1_000_000))
 
-    def make(ntriples: str) -> HdtStore:
-        return HdtStore(str(write_hdt(ntriples, tmp_path, f"g{next(counter)}")), name="test")
+    def make(ntriples: str) -> TripleStore:
+        return open_store(str(write_hdt(ntriples, tmp_path, f"g{next(counter)}")), name="test", backend=backend)
 
     return make
 
 
 @pytest.fixture(scope="session")
-def watdiv_store(tmp_path_factory: pytest.TempPathFactory) -> HdtStore:
-    """The sample dataset, copied (pyHDT writes its side index beside it)."""
+def watdiv_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample dataset, copied (both backends write a side index beside it)."""
     copy = tmp_path_factory.mktemp("watdiv") / "watdiv-100k.hdt"
     shutil.copy(SAMPLE, copy)
-    return HdtStore(str(copy), name="watdiv-100k")
+    return copy
+
+
+@pytest.fixture(scope="session")
+def watdiv_store(watdiv_copy: Path, backend: str) -> TripleStore:
+    return open_store(str(watdiv_copy), name="watdiv-100k", backend=backend)
 
 
 @pytest.fixture(scope="session")

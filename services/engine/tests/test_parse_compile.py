@@ -8,7 +8,7 @@ import pytest
 from quanta.engine.errors import QuerySyntaxError, UnsupportedQuery
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.sparql.parse import _parse_shape, normalize, parse
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import TripleStore
 from quanta.engine.testing import run_paged
 
 EX = "PREFIX : <http://example.org/> "
@@ -41,7 +41,7 @@ def test_normalize_keeps_what_the_parser_needs() -> None:
 
 
 def test_constants_with_escapes_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]
-    store: HdtStore = make_store('<http://a> <http://p> "q\\"uote\\\\d\\n" .\n<http://a> <http://p> <http://a> .\n')
+    store: TripleStore = make_store('<http://a> <http://p> "q\\"uote\\\\d\\n" .\n<http://a> <http://p> <http://a> .\n')
     _, rows, _, _ = run_paged(store, 'SELECT ?s WHERE { ?s <http://p> "q\\"uote\\\\d\\n" }', None)
     assert rows == [("http://a",)]
     _, rows, _, _ = run_paged(store, "SELECT ?s WHERE { ?s <http://p> '''q\"uote\\\\d\n''' }", None)
@@ -69,14 +69,14 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("operator", REFUSED)
-def test_outside_the_fragment_is_refused_by_name(operator: str, watdiv_store: HdtStore) -> None:
+def test_outside_the_fragment_is_refused_by_name(operator: str, watdiv_store: TripleStore) -> None:
     with pytest.raises(UnsupportedQuery) as error:
         compile_query(EX + REFUSED[operator], watdiv_store)
     assert error.value.operator.upper() == operator.upper(), str(error.value)
     assert "client" in str(error.value)
 
 
-def test_reduced_and_sequence_paths_are_served(watdiv_store: HdtStore) -> None:
+def test_reduced_and_sequence_paths_are_served(watdiv_store: TripleStore) -> None:
     """REDUCED may keep duplicates; sequence and inverse paths are chains of patterns."""
     w = "PREFIX w: <http://db.uwaterloo.ca/~galuc/wsdbm/> "
     reduced = run_paged(watdiv_store, w + "SELECT REDUCED ?s WHERE { ?s w:likes ?o }", None)[1]

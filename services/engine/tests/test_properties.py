@@ -11,7 +11,7 @@ import pyoxigraph as ox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import open_store
 from quanta.engine.testing import as_multiset, oxigraph_rows, run_in_steps, run_paged, write_hdt
 
 EX = "http://example.org/"
@@ -80,16 +80,18 @@ def queries(draw: st.DrawFn) -> str:
 @settings(
     max_examples=int(os.environ.get("QUANTA_HYPOTHESIS_EXAMPLES", "120")),
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(graph=triples, query=queries(), steps=st.integers(4, 40), page=st.integers(1, 5))
-def test_random_queries_match_oxigraph(graph: list[tuple[str, str, str]], query: str, steps: int, page: int) -> None:
+def test_random_queries_match_oxigraph(
+    backend: str, graph: list[tuple[str, str, str]], query: str, steps: int, page: int
+) -> None:
     text = "".join(f"{s} {p} {o} .\n" for s, p, o in graph)
     oxi = ox.Store()
     oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
     expected = oxigraph_rows(oxi, query)
     with tempfile.TemporaryDirectory() as tmp:
-        store = HdtStore(str(write_hdt(text, Path(tmp))), name="random")
+        store = open_store(str(write_hdt(text, Path(tmp))), name="random", backend=backend)
         head, rows, _, _ = run_paged(store, query, quantum_seconds=None, max_results=page)
         assert as_multiset(head, rows) == expected, query
         stepped, _ = run_in_steps(store, query, steps)

@@ -8,7 +8,7 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import open_store
 from quanta.engine.testing import as_multiset, oxigraph_rows, run_suspended_at, steps_of, write_hdt
 from quanta.plan.v1 import plan_pb2 as pb
 
@@ -47,9 +47,9 @@ QUERIES = {
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str):  # type: ignore[no-untyped-def]
+def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str, backend: str):  # type: ignore[no-untyped-def]
     text = small_graph
-    store = HdtStore(str(write_hdt(text, tmp_path_factory.mktemp("small"))), name="small")
+    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("small"))), name="small", backend=backend)
     oxi = ox.Store()
     oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
     return store, oxi

@@ -1,22 +1,113 @@
-"""Write the golden saved plan of format v1 (run once per format version;
-never regenerate an existing version's files: they pin compatibility)."""
+"""Write the golden saved plans of format v1: one per operator state layout
+(run once per format version; never regenerate an existing file: they pin
+compatibility, so this only writes the cases whose files are missing).
+
+Each case is a query on the in-repo watdiv-100k, suspended by a step quantum
+in the middle of its run (`.plan`), with the rows it must resume to
+(`.rows.json`) and the operator kinds its plan must contain."""
 
 import json
 import shutil
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from quanta.engine.execute import execute
+from quanta.engine.execute import decode, execute, run
+from quanta.engine.plan import Plan
+from quanta.engine.quantum import Quantum
+from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.testing import StepQuantum, steps_of
+from quanta.plan.v1 import plan_pb2 as pb
 
 HERE = Path(__file__).parent
-with tempfile.TemporaryDirectory() as tmp:
-    copy = Path(tmp) / "watdiv-100k.hdt"
-    shutil.copy(HERE.parents[3] / "data" / "watdiv-100k.hdt", copy)
-    store = HdtStore(str(copy), name="watdiv-100k")
-    page = execute(store, query=(HERE / "v1-join.rq").read_text(), quantum_seconds=None, max_results=5)
-    assert page.next is not None
-    (HERE / "v1-join.plan").write_bytes(page.next)
-    rest = execute(store, saved=page.next, quantum_seconds=None)
-    (HERE / "v1-join.rows.json").write_text(json.dumps([list(r) for r in rest.rows]) + "\n")
-    print(len(page.next), "bytes,", len(rest.rows), "rows")
+W = "http://db.uwaterloo.ca/~galuc/wsdbm/"
+P = f"PREFIX wsdbm: <{W}> PREFIX sorg: <http://schema.org/> PREFIX rev: <http://purl.org/stuff/rev#>\n"
+
+# name -> (query, steps before the suspension (at most half the run's), operator kinds the plan must hold)
+CASES = {
+    "v1-scan": (P + "SELECT * WHERE { ?s wsdbm:likes ?o }", 150, {"scan"}),
+    "v1-merge-join": (
+        P + "SELECT * WHERE { ?s sorg:nationality wsdbm:Country1 . ?s wsdbm:gender wsdbm:Gender0 }",
+        40,
+        {"merge_join", "scan"},
+    ),
+    "v1-union": (
+        P + "SELECT * WHERE { { ?s wsdbm:likes ?o } UNION { ?s wsdbm:friendOf ?o . ?o wsdbm:likes wsdbm:Product1 } }",
+        2000,
+        {"union", "index_join", "scan"},
+    ),
+    "v1-values": (
+        P + "SELECT * WHERE { VALUES ?o { wsdbm:Product0 wsdbm:Product1 wsdbm:Product2 } ?s wsdbm:likes ?o }",
+        5,
+        {"values", "index_join", "scan"},
+    ),
+    "v1-filter": (
+        P + 'SELECT * WHERE { ?s wsdbm:likes ?o . ?o sorg:caption ?c FILTER(CONTAINS(STR(?c), "a")) }',
+        300,
+        {"filter", "index_join", "scan"},
+    ),
+    "v1-extend": (
+        P + 'SELECT * WHERE { ?s wsdbm:likes ?o BIND(CONCAT(STR(?o), "#") AS ?k) ?s wsdbm:subscribes ?f }',
+        200,
+        {"extend", "index_join", "scan"},
+    ),
+    "v1-slice": (P + "SELECT * WHERE { ?s wsdbm:friendOf ?f . ?f wsdbm:likes ?p } LIMIT 40 OFFSET 25", 60, {"slice"}),
+}
+
+
+def kinds(op: pb.Operator) -> set[str]:
+    """The operator kinds of a plan tree (a merge join's right side is a scan)."""
+    kind = op.WhichOneof("op")
+    found = {kind}
+    for _, value in getattr(op, kind).ListFields():
+        children = value if isinstance(value, Sequence) else [value]
+        for child in children:
+            if isinstance(child, pb.Operator):
+                found |= kinds(child)
+            elif isinstance(child, pb.Scan):
+                found.add("scan")
+    return found
+
+
+def write(store: HdtStore, name: str, query: str, steps: int, expected: set[str]) -> None:
+    plan = compile_query(query, store)
+    assert kinds(pb.PhysicalPlan.FromString(plan.description).root) >= expected, name
+    _, total = steps_of(store, query)
+    steps = min(steps, total // 2)  # suspended in the middle of the run
+    quantum = StepQuantum(steps)
+    plan.ctx.quantum = quantum
+    _, done = run(plan, quantum)
+    assert not done, f"{name}: finished within {steps} steps"
+    saved = plan.save()
+    resumed = Plan.load(saved, store, Quantum(None))
+    rows, done = run(resumed, resumed.ctx.quantum)
+    assert done
+    (HERE / f"{name}.rq").write_text(query + "\n")
+    (HERE / f"{name}.plan").write_bytes(saved)
+    (HERE / f"{name}.rows.json").write_text(json.dumps([list(r) for r in decode(resumed, rows)]) + "\n")
+    print(name, len(saved), "bytes,", len(rows), "rows")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "watdiv-100k.hdt"
+        shutil.copy(HERE.parents[3] / "data" / "watdiv-100k.hdt", copy)
+        store = HdtStore(str(copy), name="watdiv-100k")
+        if not (HERE / "v1-join.plan").exists():  # the first golden plan: 5 rows, then suspended
+            page = execute(store, query=(HERE / "v1-join.rq").read_text(), quantum_seconds=None, max_results=5)
+            assert page.next is not None
+            (HERE / "v1-join.plan").write_bytes(page.next)
+            rest = execute(store, saved=page.next, quantum_seconds=None)
+            (HERE / "v1-join.rows.json").write_text(json.dumps([list(r) for r in rest.rows]) + "\n")
+        for name, (query, steps, expected) in CASES.items():
+            if "--check" in sys.argv:
+                plan = compile_query(query, store)
+                print(name, sorted(kinds(pb.PhysicalPlan.FromString(plan.description).root)))
+            elif not (HERE / f"{name}.plan").exists():
+                write(store, name, query, steps, expected)
+
+
+if __name__ == "__main__":
+    main()
