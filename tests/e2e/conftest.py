@@ -66,9 +66,9 @@ def start_service(tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_res
     }
     service = Service(f"http://127.0.0.1:{port}", redis, service_env)
     # index the copy once, before workers start
-    from quanta.engine.storage.hdt import HdtStore
+    from quanta.engine.storage import open_store
 
-    HdtStore(str(tmp / "watdiv-100k.hdt"))
+    open_store(str(tmp / "watdiv-100k.hdt"))  # the configured backend's side index
     for _ in range(workers):
         service.start_worker()
     service.gateway = subprocess.Popen(

@@ -377,7 +377,7 @@ def test_metadata_index_and_summary(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = tmp_path / "data.hdt"
     status, summary, _ = load(capsys, str(a), str(b), "-o", str(out))
     assert status == 0
-    assert outputs(tmp_path) == ["data.hdt", "data.hdt.index.v1-1", "data.hdt.meta.json"]
+    assert outputs(tmp_path) == ["data.hdt", "data.hdt.meta.json", "data.hdt.quanta-index.v1"]
 
     meta = json.loads((tmp_path / "data.hdt.meta.json").read_text())
     assert re.fullmatch(r"[0-9a-f]{32}", meta["version_id"])
@@ -399,15 +399,21 @@ def test_metadata_index_and_summary(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert meta["named_graphs"] == summary["named_graphs"] == build.NAMED_GRAPHS
 
     # the engine takes the version identity from the metadata
-    from quanta.engine.storage.hdt import file_version
+    from quanta.engine.storage.version import file_version
 
     assert file_version(str(out)) == int(meta["version_id"][:16], 16)
 
-    # the index is complete: opening does not rebuild it
-    index = tmp_path / "data.hdt.index.v1-1"
+    # the index is complete: opening does not rebuild it; pyHDT (another reader) agrees on the count
+    from quanta.engine.storage.native import NativeStore
+
+    index = tmp_path / "data.hdt.quanta-index.v1"
     before = index.stat().st_mtime_ns, index.stat().st_size
-    assert hdt.HDTDocument(str(out)).total_triples == meta["triples"]
+    assert NativeStore(str(out)).triples == meta["triples"]
     assert (index.stat().st_mtime_ns, index.stat().st_size) == before
+    copy = tmp_path / "copy" / "data.hdt"  # pyHDT writes its own index beside the file it opens
+    copy.parent.mkdir()
+    copy.write_bytes(out.read_bytes())
+    assert hdt.HDTDocument(str(copy)).total_triples == meta["triples"]
 
     for key in ("triples_read", "distinct_triples", "skipped", "seconds", "bytes_out", "peak_memory_bytes"):
         assert key in summary
@@ -421,8 +427,10 @@ def test_rebuild_replaces_all_three_files(tmp_path: Path, capsys: pytest.Capture
     assert load(capsys, str(write(tmp_path / "b.nt", NT_B)), "-o", str(out))[0] == 0
     meta = json.loads((tmp_path / "d.hdt.meta.json").read_text())
     assert meta["version_id"] != first
-    assert hdt.HDTDocument(str(out)).total_triples == meta["triples"] == 4  # a stale index would not open
-    assert outputs(tmp_path) == ["d.hdt", "d.hdt.index.v1-1", "d.hdt.meta.json"]
+    from quanta.engine.storage.native import NativeStore
+
+    assert NativeStore(str(out)).triples == meta["triples"] == 4  # a stale index would not open
+    assert outputs(tmp_path) == ["d.hdt", "d.hdt.meta.json", "d.hdt.quanta-index.v1"]
 
 
 # ---------------------------------------------------------------- memory

@@ -114,8 +114,8 @@ def _worker(command: list[str], env: dict[str, str], i: int) -> subprocess.Popen
 
 
 def _index(datasets: dict[str, Dataset]) -> None:
-    from quanta.engine.storage.hdt import HdtStore
+    from quanta.engine.storage import open_store, side_index_path
 
     for d in datasets.values():
-        if not Path(str(d.path) + ".index.v1-1").exists():
-            HdtStore(str(d.path), name=d.name)
+        if not Path(side_index_path(str(d.path), d.backend or None)).exists():
+            open_store(str(d.path), name=d.name, backend=d.backend or None)  # builds the side index

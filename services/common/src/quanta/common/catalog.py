@@ -7,6 +7,7 @@ quantum_ms = 75
 max_results = 2000                # per page
 plan_mode = "auto"                # auto | value | reference
 plan_threshold_bytes = 4096       # auto: by value up to this size
+backend = "native"                # storage backend: native | pyhdt (default: $QUANTA_BACKEND, else native)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PLAN_MODES = ("auto", "value", "reference")
+BACKENDS = ("", "native", "pyhdt")  # as quanta.engine.storage.BACKENDS; "" = not set
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -34,6 +36,8 @@ class Dataset:
     # Redis round trip. Saved plans are ~100-300 B on WatDiv, so "auto" sends
     # nearly every plan by value; large VALUES blocks or wide plans go by reference.
     plan_threshold_bytes: int = 4096
+    # storage backend (quanta.engine.storage.BACKENDS); "" = $QUANTA_BACKEND or the engine's default
+    backend: str = ""
 
     def public(self) -> dict[str, object]:
         """What GET /v1/datasets shows (never the file path)."""
@@ -76,6 +80,8 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
         dataset = Dataset(name=name, **values)  # type: ignore[arg-type]
         if dataset.plan_mode not in PLAN_MODES:
             raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
+        if dataset.backend not in BACKENDS:
+            raise CatalogError(f"{origin}: dataset {name}: backend must be one of {BACKENDS[1:]}")
         if dataset.quantum_ms <= 0 or dataset.max_results <= 0:
             raise CatalogError(f"{origin}: dataset {name}: quantum_ms and max_results must be positive")
         datasets[name] = dataset
@@ -107,6 +113,7 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             f"max_results = {d.max_results}",
             f'plan_mode = "{d.plan_mode}"',
             f"plan_threshold_bytes = {d.plan_threshold_bytes}",
+            *([f'backend = "{d.backend}"'] if d.backend else []),
             "",
         ]
     path.write_text("\n".join(lines))

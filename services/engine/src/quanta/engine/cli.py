@@ -15,7 +15,7 @@ from quanta.engine.errors import QuantaError, QuerySyntaxError
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
 from quanta.engine.results import FORMATS, write
-from quanta.engine.storage import open_store
+from quanta.engine.storage import BACKENDS, open_store
 
 DEFAULT_QUANTUM_MS = 75.0
 
@@ -30,6 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=sorted(FORMATS), default="json", help="SPARQL 1.1 result format")
     parser.add_argument("--stats", metavar="FILE", help="write execution statistics as JSON")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, help="storage backend (default: $QUANTA_BACKEND, else the engine's default)"
+    )
     parser.add_argument("query", help="query text, or @FILE.rq")
 
 
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         quantum = _quantum_seconds(args.quantum_ms)
         text = Path(args.query[1:]).read_text() if args.query.startswith("@") else args.query
-        store = open_store(args.dataset)
+        store = open_store(args.dataset, backend=args.backend)
         started = time.perf_counter()
         pages = list(run_to_completion(store, text, quantum))
         total_ms = (time.perf_counter() - started) * 1000

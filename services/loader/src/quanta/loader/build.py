@@ -1,15 +1,15 @@
-"""One load: inputs -> OUT.hdt + OUT.hdt.index.v1-1 + OUT.hdt.meta.json, or nothing at all.
+"""One load: inputs -> OUT.hdt + OUT.hdt.quanta-index.v1 + OUT.hdt.meta.json, or nothing at all.
 
 The HDT is written by `quanta-rdf2hdt` (Rust: oxttl parsers, the `hdt` crate's writer), which
 streams JSON events on its stdout; this module runs it under a memory budget, builds the side
-index with pyHDT (hdt-cpp, the library the workers use, so they never build it at start-up),
-checks the counts, writes the metadata and only then moves the files into place.
+index the workers map (`quanta.native`, which reads the file back in place: an implementation
+of its own, so reading back checks the writer), checks the counts, writes the metadata and only
+then moves the files into place.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,8 +28,8 @@ from quanta.loader.inputs import InputError, Source
 CONVERTER = "quanta-rdf2hdt"
 CONVERTER_ENV = "QUANTA_RDF2HDT"
 INSTALL_HINT = "cargo install --locked --path services/loader/rust"
-INDEX_SUFFIX = ".index.v1-1"  # pyHDT's side index, next to the HDT
-META_SUFFIX = ".meta.json"  # read by quanta.engine.storage.hdt.file_version
+INDEX_SUFFIX = ".quanta-index.v1"  # the native store's side index, next to the HDT (quanta.native.INDEX_SUFFIX)
+META_SUFFIX = ".meta.json"  # read by quanta.engine.storage.version.file_version
 NAMED_GRAPHS = "merged into the default graph"
 PROGRESS_MS = 200
 MAX_SKIPPED_LISTED = 100
@@ -152,7 +151,7 @@ def load(inputs: list[str], options: Options, listener: Listener | None = None) 
         if not done["distinct_triples"] == done["hdt_triples"] == hdt_count:
             raise LoadError(
                 f"verification failed: {done['distinct_triples']} distinct triples parsed, "
-                f"the converter wrote {done['hdt_triples']}, pyHDT reads {hdt_count}"
+                f"the converter wrote {done['hdt_triples']}, the native reader reads {hdt_count}"
             )
         hdt_bytes = tmp.stat().st_size
         index_bytes = tmp_index.stat().st_size
@@ -175,7 +174,7 @@ def load(inputs: list[str], options: Options, listener: Listener | None = None) 
             ],
             "built_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
             "seconds": round(time.monotonic() - started, 3),
-            "tool": {**done["tool"], "index": "pyHDT 2.3 (hdt-cpp)"},
+            "tool": {**done["tool"], "index": f"quanta-native {_native_version()}"},
             "hdt_bytes": hdt_bytes,
             "hdt_sha256": done["hdt_sha256"],
             "index_bytes": index_bytes,
@@ -299,36 +298,28 @@ def _problem(event: dict[str, Any]) -> Problem:
     return Problem(event["file"], event["line"], event["column"], event["reason"])
 
 
-@contextlib.contextmanager
-def _c_output_silenced() -> Iterator[None]:
-    """hdt-cpp prints index-building chatter on the process's stdout; keep ours machine-readable."""
-    libc = ctypes.CDLL(None)
-    libc.fflush(None)
-    saved = os.dup(1), os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        libc.fflush(None)
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, devnull):
-            os.close(fd)
-
-
 def _build_index(path: Path) -> int:
-    """Opens the HDT with pyHDT once, which writes `<path>.index.v1-1`; returns its triple count."""
-    import hdt  # pyHDT: imported late, `quanta load --help` should not need it
+    """Builds `<path>.quanta-index.v1` and opens the HDT with it (the native reader parses the
+    whole file's structure and checks the index against it); returns its triple count."""
+    from quanta.native import INDEX_SUFFIX as NATIVE_SUFFIX
+    from quanta.native import NativeHdt, build_index  # imported late: `quanta load --help` needs neither
 
-    with _c_output_silenced():
-        doc = hdt.HDTDocument(str(path))
-        count = int(doc.total_triples)
-        del doc
-    if not Path(str(path) + INDEX_SUFFIX).exists():
-        raise LoadError(f"pyHDT did not write the side index {path}{INDEX_SUFFIX}")
-    return count
+    assert NATIVE_SUFFIX == INDEX_SUFFIX
+    index = str(path) + INDEX_SUFFIX
+    try:
+        build_index(str(path), index)
+        return int(NativeHdt(str(path), index).triples)
+    except OSError as error:
+        raise LoadError(f"the written HDT does not read back: {error}") from error
+
+
+def _native_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("quanta-native")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _write_synced(path: Path, text: str) -> None:

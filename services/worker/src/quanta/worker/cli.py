@@ -20,7 +20,7 @@ from quanta.common.catalog import CatalogError, Dataset, load_catalog
 from quanta.common.connect import sync_client
 from quanta.common.logs import setup_json_logging
 from quanta.common.settings import SettingsError
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import TripleStore, backend_name, open_store, side_index_path
 from quanta.worker.config import WorkerSettings
 from quanta.worker.consumer import Consumer
 from quanta.worker.health import Health
@@ -29,7 +29,6 @@ from quanta.worker.runner import Runner
 
 log = logging.getLogger("quanta.worker")
 
-INDEX_SUFFIX = ".index.v1-1"
 BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty
 
 
@@ -95,21 +94,23 @@ def reclaim_idle_ms(datasets: Iterable[Dataset]) -> int:
     return 600_000 if longest == float("inf") else max(1000, int(10 * longest))
 
 
-def open_dataset(dataset: Dataset, client: redis.Redis) -> HdtStore:
-    """Open an HDT file; if its side index is missing, one worker builds it
-    (under a Redis lock) while the others wait for it."""
-    index = Path(str(dataset.path) + INDEX_SUFFIX)
-    lock = f"quanta:lock:index:{dataset.path}"
+def open_dataset(dataset: Dataset, client: redis.Redis) -> TripleStore:
+    """Open an HDT file with the configured storage backend (the catalog's
+    `backend`, else $QUANTA_BACKEND, else the default); if its side index is
+    missing, one worker builds it (under a Redis lock) while the others wait."""
+    backend = backend_name(dataset.backend or None)
+    index = Path(side_index_path(str(dataset.path), backend))
+    lock = f"quanta:lock:index:{index}"
     while not index.exists():
         if client.set(lock, "1", nx=True, ex=1800):
             try:
                 with native_output_logged(f"indexed {dataset.path}"):
-                    return HdtStore(str(dataset.path), name=dataset.name)  # builds and saves the index
+                    return open_store(str(dataset.path), name=dataset.name, backend=backend)  # builds the index
             finally:
                 client.delete(lock)
         log.info("waiting for another worker to index the dataset", extra={"path": str(dataset.path)})
         time.sleep(0.5)
-    return HdtStore(str(dataset.path), name=dataset.name)
+    return open_store(str(dataset.path), name=dataset.name, backend=backend)
 
 
 @contextlib.contextmanager

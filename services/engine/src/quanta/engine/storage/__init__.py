@@ -65,6 +65,15 @@ def backend_name(backend: str | None = None) -> str:
     return chosen
 
 
+def side_index_path(path: str, backend: str | None = None) -> str:
+    """Where the backend keeps the side index of an HDT file (built on first
+    open when missing: `quanta load` builds the native one, a worker that
+    finds it missing builds it under a lock)."""
+    if backend_name(backend) == "pyhdt":
+        return path + ".index.v1-1"  # hdt-cpp's
+    return path + ".quanta-index.v1"  # quanta.native.INDEX_SUFFIX
+
+
 def open_store(path: str, name: str | None = None, backend: str | None = None) -> TripleStore:
     """Open a dataset file with the configured backend (see `backend_name`).
     Both read the same HDT file and give the same ids and orders, so a plan
