@@ -1,0 +1,131 @@
+"""helm lint; the values matrix renders and validates; the schema refuses unknown keys;
+impossible combinations fail at render with a message naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXTERNAL_TLS_SENTINEL = {
+    "redis": {
+        "embedded": {"enabled": False},
+        "external": {
+            "url": "rediss://:@redis.example:6380/2",
+            "passwordSecret": "redis-auth",
+            "tls": {"secret": "redis-tls", "clientCertificate": True},
+            "sentinel": {
+                "enabled": True,
+                "hosts": ["s1.example:26379", "s2.example:26379"],
+                "passwordSecret": "s-auth",
+            },
+        },
+    }
+}
+MATRIX: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "keda": {"worker": {"autoscaling": {"keda": {"enabled": True}}}},
+    "hpa": {"worker": {"autoscaling": {"hpa": {"enabled": True}}}},
+    "external-redis-tls-sentinel": {
+        **EXTERNAL_TLS_SENTINEL,
+        "worker": {"autoscaling": {"keda": {"enabled": True}}},
+    },
+    "ingress": {"gateway": {"ingress": {"enabled": True, "host": "sparql.example", "tlsSecret": "sparql-tls"}}},
+    "everything": {
+        "gateway": {"autoscaling": {"enabled": True}, "ingress": {"enabled": True, "host": "sparql.example"}},
+        "worker": {"podDisruptionBudget": {"enabled": True}, "autoscaling": {"keda": {"enabled": True}}},
+        "monitoring": {
+            "labels": {"release": "kube-prometheus-stack"},
+            "serviceMonitor": {"enabled": True},
+            "podMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+            "dashboards": {"enabled": True},
+        },
+        "data": {"source": "volume", "volume": {"accessModes": ["ReadWriteMany"]}},
+        "loader": {"enabled": True, "jobs": [{"dataset": "watdiv-100k", "inputs": ["dumps/watdiv.nt.gz"]}]},
+        "signingKeys": {"keys": [{"id": "k2", "secret": "s" * 32}, {"id": "k1", "secret": "t" * 32}]},
+    },
+}
+
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "quanta"
+
+
+def test_helm_lint_passes_in_strict_mode(helm: Path) -> None:
+    done = subprocess.run([str(helm), "lint", "--strict", str(CHART)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_the_values_matrix_renders_valid_objects(render, name: str) -> None:  # type: ignore[no-untyped-def]
+    docs = render(MATRIX[name])  # kubeconform -strict runs inside render
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "Service", "ConfigMap", "Secret", "ServiceAccount"} <= kinds
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"gatway": {}},
+        {"gateway": {"replica": 2}},
+        {"worker": {"autoscaling": {"keda": {"lagcount": 3}}}},
+        {"redis": {"external": {"tls": {"ca": "x"}}}},
+        {"monitoring": {"dashboards": {"enable": True}}},
+    ],
+)
+def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
+    assert "additional properties" in render_error(values).lower()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"worker": {"autoscaling": {"keda": {"enabled": True}, "hpa": {"enabled": True}}}}, "exactly one autoscaler"),
+        ({"worker": {"autoscaling": {"hpa": {"enabled": True, "minReplicas": 0}}}}, "cannot scale to zero"),
+        ({"redis": {"external": {"url": "redis://r:6379/0"}}}, "set redis.embedded.enabled=false"),
+        ({"redis": {"embedded": {"enabled": False}}}, "no redis.external.url"),
+        (
+            {"redis": {"embedded": {"enabled": False}, "external": {"url": "redis://r:6379", "tls": {"secret": "t"}}}},
+            "not rediss://",
+        ),
+        (
+            {
+                "redis": {
+                    "embedded": {"enabled": False},
+                    "external": {"url": "redis://r:6379", "sentinel": {"enabled": True}},
+                }
+            },
+            "sentinel.hosts",
+        ),
+        ({"loader": {"enabled": True}}, "set data.source=volume"),
+        (
+            {
+                "data": {"source": "volume"},
+                "loader": {"enabled": True, "jobs": [{"dataset": "watdiv-100k", "inputs": ["x.nt"]}]},
+            },
+            "ReadWriteMany",
+        ),
+        (
+            {
+                "data": {"source": "volume", "volume": {"accessModes": ["ReadWriteMany"]}},
+                "loader": {"enabled": True, "jobs": [{"dataset": "nope", "inputs": ["x.nt"]}]},
+            },
+            '"nope" is not in the catalog',
+        ),
+        ({"hostNetwork": True, "worker": {"metricsPort": 8000}}, "must differ"),
+        ({"tests": {"dataset": "missing"}}, "tests.dataset"),
+        ({"signingKeys": {"keys": [{"id": "k1", "secret": "short"}]}}, "minLength"),
+        (
+            {
+                "catalog": {
+                    "w": {"path": "w.hdt", "quantumMs": 0, "maxResults": 1, "planMode": "auto", "planThresholdBytes": 1}
+                }
+            },
+            "quantumMs",
+        ),  # fmt: skip
+    ],
+)
+def test_impossible_combinations_fail_with_a_clear_message(render_error, values, message: str) -> None:  # type: ignore[no-untyped-def]
+    assert message in render_error(values)
