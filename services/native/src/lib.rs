@@ -4,6 +4,7 @@
 
 pub mod bits;
 pub mod dict;
+pub mod exec;
 pub mod hdt;
 pub mod index;
 pub mod store;

@@ -1,5 +1,6 @@
 //! The Python module `quanta.native._core` (PyO3).
 
+use crate::exec::{Budget, Chain, Clock, Expired, JoinSpec, Pattern, Status};
 use crate::hdt::Hdt;
 use crate::index;
 use crate::store::{Cursor, Store};
@@ -8,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// An HDT file and its side index, memory-mapped.
 #[pyclass(frozen, module = "quanta.native._core")]
@@ -74,6 +76,43 @@ impl NativeHdt {
         decoded(py, &buf)
     }
 
+    /// A native chain of a scan and joins (see `Pipeline`): `base` is a
+    /// pattern of codes (`id << 1` or `slot << 1 | 1`); each join is
+    /// `(0, pattern, 0)` (index loop join) or `(1, pattern, key slot)` (merge join).
+    fn pipeline(
+        &self,
+        width: usize,
+        base: (i64, i64, i64),
+        joins: Vec<(u8, (i64, i64, i64), usize)>,
+    ) -> PyResult<Pipeline> {
+        let check = |p: (i64, i64, i64)| -> PyResult<Pattern> {
+            for code in [p.0, p.1, p.2] {
+                if code & 1 == 1 && (code >> 1) as usize >= width {
+                    return Err(PyValueError::new_err(
+                        "pattern refers to an undeclared variable",
+                    ));
+                }
+            }
+            Ok(Pattern([p.0, p.1, p.2]))
+        };
+        let mut specs = Vec::new();
+        for (kind, pattern, key) in joins {
+            let pattern = check(pattern)?;
+            specs.push(match kind {
+                0 => JoinSpec::Index(pattern),
+                1 if key < width => JoinSpec::Merge {
+                    key,
+                    right: pattern,
+                },
+                _ => return Err(PyValueError::new_err("unknown join")),
+            });
+        }
+        Ok(Pipeline {
+            store: self.store.clone(),
+            chain: Chain::new(width, check(base)?, specs),
+        })
+    }
+
     /// Strings of many ids at once (one call, one buffer).
     fn extract_many<'py>(&self, py: Python<'py>, gids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
         let mut buf = Vec::with_capacity(64);
@@ -116,6 +155,134 @@ impl TripleCursor {
     }
 }
 
+/// A left-deep chain of a scan and joins run natively for a quantum's step
+/// budget; the engine's `NativeChain` operator drives it.
+#[pyclass(module = "quanta.native._core")]
+pub struct Pipeline {
+    store: Arc<Store>,
+    chain: Chain,
+}
+
+pub const FULL: u8 = 0;
+pub const DONE: u8 = 1;
+pub const EXPIRED: u8 = 2;
+
+#[pymethods]
+impl Pipeline {
+    fn restart(&mut self) {
+        self.chain.restart();
+    }
+
+    fn reset(&mut self) {
+        self.chain.reset();
+    }
+
+    fn state(&self) -> Vec<i64> {
+        self.chain.state()
+    }
+
+    fn load(&mut self, state: Vec<i64>) -> PyResult<()> {
+        self.chain.load(&state).map_err(PyValueError::new_err)
+    }
+
+    /// Up to `max_rows` rows extending `mu`, as tuples, and why it stopped
+    /// (FULL, DONE, EXPIRED). Steps come from and go back to
+    /// `quantum.budget`; the clock is checked natively when `deadline_in`
+    /// (seconds left, maybe inf) is given, else by calling `quantum.check()`,
+    /// whose `expired` exception means the quantum is over. `max_rows` 0 with
+    /// `replay`: no budget at all (re-running consumed rows after a rewind).
+    #[pyo3(signature = (mu, max_rows, quantum, expired, deadline_in = None, every = 64))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        mu: Vec<i64>,
+        max_rows: usize,
+        quantum: &Bound<'py, PyAny>,
+        expired: &Bound<'py, PyAny>,
+        deadline_in: Option<f64>,
+        every: i64,
+    ) -> PyResult<(Bound<'py, PyList>, u8)> {
+        let width = self.chain.width();
+        if mu.len() != width {
+            return Err(PyValueError::new_err("input mapping of the wrong width"));
+        }
+        let steps: i64 = quantum.getattr("budget")?.extract()?;
+        let mut rows: Vec<i64> = Vec::with_capacity(max_rows.min(4096) * width);
+        let mut failure: Option<PyErr> = None;
+        let mut clock = Clock {
+            deadline: deadline_in.and_then(|s| {
+                if s.is_finite() {
+                    Some(Instant::now() + Duration::from_secs_f64(s.max(0.0)))
+                } else {
+                    None
+                }
+            }),
+            every,
+            overshoot: 0.0,
+        };
+        let native_clock = deadline_in.is_some();
+        let status = {
+            let mut python_check = |steps: &mut i64| -> Result<(), Expired> {
+                let result = quantum
+                    .setattr("budget", *steps)
+                    .and_then(|_| quantum.call_method0("check"));
+                match result {
+                    Ok(_) => {
+                        *steps = quantum
+                            .getattr("budget")
+                            .and_then(|b| b.extract())
+                            .unwrap_or(every);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        if !e.is_instance(py, expired) {
+                            failure = Some(e);
+                        }
+                        *steps = 0;
+                        Err(Expired)
+                    }
+                }
+            };
+            let mut clock_check = |steps: &mut i64| clock.check(steps);
+            let check: &mut dyn FnMut(&mut i64) -> Result<(), Expired> = if native_clock {
+                &mut clock_check
+            } else {
+                &mut python_check
+            };
+            let mut budget = Budget { steps, check };
+            let done = self
+                .chain
+                .run(&self.store, &mut budget, &mu, max_rows, &mut rows);
+            quantum.setattr("budget", budget.steps)?;
+            done
+        };
+        let (status, produced) = status;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if status == Status::Expired && native_clock {
+            quantum.setattr("overshoot", clock.overshoot)?;
+        }
+        let list = PyList::empty(py);
+        if width == 0 {
+            for _ in 0..produced {
+                list.append(PyTuple::empty(py))?; // rows of no variables
+            }
+        } else {
+            for row in rows.chunks_exact(width) {
+                list.append(PyTuple::new(py, row)?)?;
+            }
+        }
+        let code = match status {
+            Status::Full => FULL,
+            Status::Done => DONE,
+            Status::Expired => EXPIRED,
+        };
+        Ok((list, code))
+    }
+}
+
 /// Build the side index of an HDT file.
 #[pyfunction]
 fn build_index(py: Python<'_>, path: &str, index_path: &str) -> PyResult<()> {
@@ -130,6 +297,10 @@ fn build_index(py: Python<'_>, path: &str, index_path: &str) -> PyResult<()> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeHdt>()?;
     m.add_class::<TripleCursor>()?;
+    m.add_class::<Pipeline>()?;
+    m.add("FULL", FULL)?;
+    m.add("DONE", DONE)?;
+    m.add("EXPIRED", EXPIRED)?;
     m.add_function(wrap_pyfunction!(build_index, m)?)?;
     m.add("INDEX_SUFFIX", index::SUFFIX)?;
     Ok(())

@@ -3,6 +3,7 @@ the term table, and the mapping width."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rdflib.term import Node
@@ -105,12 +106,19 @@ class TermSaver:
         return out
 
 
+def _unbounded() -> int | None:
+    return None
+
+
 @dataclass(slots=True)
 class Context:
     store: TripleStore
     quantum: Quantum
     terms: TermTable
     width: int  # number of variable slots
+    # how many more solutions the page takes (None: no bound); native chains
+    # size their batches so as never to read further than the Python operators would
+    wanted: Callable[[], int | None] = _unbounded
 
     def widen(self, values: list[int] | tuple[int, ...]) -> Mapping:
         """A trimmed mapping back to full width."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from quanta.engine.context import Mapping
+from quanta.engine.context import Mapping, _unbounded
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
@@ -95,11 +95,13 @@ def decode(plan: Plan, rows: list[Mapping]) -> list[tuple[str | None, ...]]:
 def run(plan: Plan, quantum: Quantum, max_results: int | None = None) -> tuple[list[Mapping], bool]:
     """Pull mappings until the plan is exhausted (True) or suspended (False)."""
     rows: list[Mapping] = []
+    limited = max_results is not None and plan.form != ASK
+    plan.ctx.wanted = (lambda: max_results - len(rows)) if limited else _unbounded  # type: ignore[operator]
     quantum.start()
     try:
         for mapping in plan.mappings():
             rows.append(mapping)
-            if max_results is not None and len(rows) >= max_results and plan.form != ASK:
+            if limited and len(rows) >= max_results:  # type: ignore[operator]
                 return rows, False
     except QuantumExpired:
         return rows, False

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from quanta.engine.context import Context, Mapping, TermTable
 from quanta.engine.errors import DatasetMismatch, InvalidPlan
 from quanta.engine.operators import Operator, build
+from quanta.engine.operators.native import native_execution, nativize
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
@@ -45,6 +46,7 @@ class Plan:
         physical = pb.PhysicalPlan(
             form=form, variables=variables, projection=projection, extra_terms=extra, root=root.describe()
         )
+        root = _executable(root, ctx)
         return cls(ctx, root, variables, projection, form, physical.SerializeToString(), len(extra))
 
     @property
@@ -88,7 +90,7 @@ class Plan:
                 ctx.quantum = quantum
             else:
                 ctx = Context(store, quantum, TermTable(store, list(physical.extra_terms)), width)
-                root = build(physical.root, ctx)
+                root = _executable(build(physical.root, ctx), ctx)
             ctx.terms.restore_terms(len(physical.extra_terms), list(msg.state_terms))
             state = iter(msg.state)
             root.load_state(state)
@@ -132,6 +134,11 @@ class PlanPool:
 
 
 POOL = PlanPool()
+
+
+def _executable(root: Operator, ctx: Context) -> Operator:
+    """The tree that runs: on the native store, its scan/join chains run natively."""
+    return nativize(root, ctx) if native_execution(ctx) else root
 
 
 @lru_cache(maxsize=1024)

@@ -1,0 +1,215 @@
+"""Native execution of a plan's hot subtree: a left-deep chain of a scan and
+joins whose right sides are scans (index loop joins, merge joins), run by
+`quanta.native.Pipeline` over the native store.
+
+The chain keeps its Python operators (`inner`) for what does not run: the
+static description, the saved state's layout and its validation. Rust runs
+the iteration step for step as those operators would (same rows, same order,
+same steps counted, same state), for up to a batch of rows at a time; the
+state goes to and from the Python operators' attributes only when the plan is
+loaded or saved. A batch ends right after its last row, so a consumer that
+takes every row leaves the native state exact; one that stops inside a batch
+(a full page, a Python operator above running out of time) is handled by
+rewinding to the batch's start and replaying the rows it took.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from time import perf_counter
+
+from quanta.engine.context import Context, Mapping, TermSaver
+from quanta.engine.operators.base import Operator, State
+from quanta.engine.operators.joins import IndexJoin, MergeJoin
+from quanta.engine.operators.scan import Scan
+from quanta.engine.operators.slice import Slice
+from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
+from quanta.plan.v1 import plan_pb2 as pb
+
+Demand = Callable[[], int | None]
+FIRST_BATCH = 32  # rows; doubles up to MAX_BATCH within a quantum
+MAX_BATCH = 4096
+NATIVE_EXEC_ENV = "QUANTA_NATIVE_EXEC"  # "0": keep every operator in Python (for comparisons)
+DONE, EXPIRED = 1, 2  # quanta.native._core.DONE / EXPIRED
+
+
+class _Unlimited:
+    """A quantum for replays: never expires."""
+
+    __slots__ = ("budget", "overshoot")
+
+    def __init__(self) -> None:
+        self.budget = 1 << 62
+        self.overshoot = 0.0
+
+    def check(self) -> None:
+        self.budget = 1 << 62
+
+
+class NativeChain(Operator):
+    __slots__ = ("batch", "demand", "inner", "levels", "pending", "pipeline")
+
+    def __init__(self, ctx: Context, inner: Operator, demand: Demand | None = None) -> None:
+        super().__init__(ctx)
+        self.inner = inner
+        # demand: at most how many rows the operators above will pull (None: no
+        # bound), so a batch never reads further than they would; None for the
+        # left side of a Python join, which works (and counts steps) between two
+        # of our rows: rows go one at a time there
+        self.demand = demand
+        self.batch = FIRST_BATCH if demand is not None else 1
+        levels: list[Operator] = []
+        op = inner
+        while not isinstance(op, Scan):
+            levels.append(op)
+            op = op.left  # type: ignore[attr-defined]
+        levels.append(op)
+        levels.reverse()
+        self.levels = levels  # the base scan, then each join bottom up
+        joins = [
+            (0, j.right.pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
+            for j in levels[1:]
+        ]
+        self.pipeline = ctx.store.hdt.pipeline(ctx.width, levels[0].pattern, joins)  # type: ignore[attr-defined]
+        # while a batch is being handed out: [state before it, rows taken, rows in it, input mapping]
+        self.pending: list | None = None  # type: ignore[type-arg]
+
+    def iterate(self, mu: Mapping) -> Iterator[Mapping]:
+        pipeline = self.pipeline
+        quantum = self.ctx.quantum
+        native_clock = type(quantum) is Quantum
+        pipeline.restart()
+        size = self.batch
+        demand = self.demand
+        while True:
+            if demand is not None:
+                wanted = demand()
+                if wanted is not None:
+                    size = max(1, min(size, wanted))
+            start = pipeline.state()
+            left = quantum.deadline - perf_counter() if native_clock else None
+            rows, status = pipeline.run(mu, size, quantum, QuantumExpired, left, CHECK_EVERY)
+            if rows:
+                self.pending = pending = [start, 0, len(rows), mu]
+                for taken, row in enumerate(rows, 1):
+                    pending[1] = taken  # consumed before it is yielded, as every operator does
+                    yield row
+                self.pending = None
+            if status == EXPIRED:
+                raise QuantumExpired
+            if status == DONE:
+                return
+            if size > 1:
+                size = min(size * 2, MAX_BATCH)
+
+    def _settle(self) -> None:
+        """If a consumer stopped inside a batch, move the native state back to
+        just after the last row it took."""
+        pending, self.pending = self.pending, None
+        if pending is not None and pending[1] < pending[2]:
+            start, taken, _, mu = pending
+            self.pipeline.load(start)
+            self.pipeline.run(mu, taken, _Unlimited(), QuantumExpired, float("inf"), CHECK_EVERY)
+
+    def save_state(self, out: list[int], saver: TermSaver) -> None:
+        self._settle()
+        state = self.pipeline.state()
+        width = self.ctx.width
+        self.levels[0].offset = state[0]  # type: ignore[attr-defined]
+        i = 1
+        for join in self.levels[1:]:
+            current = tuple(state[i + 1 : i + 1 + width]) if state[i] else None
+            join.current = current  # type: ignore[attr-defined]
+            if isinstance(join, MergeJoin):
+                join.group_position = state[i + 1 + width]
+                join.right.offset = state[i + 2 + width]
+                i += 3 + width
+            else:
+                join.right.offset = state[i + 1 + width]  # type: ignore[attr-defined]
+                i += 2 + width
+        self.inner.save_state(out, saver)
+
+    def load_state(self, state: State) -> None:
+        self.inner.load_state(state)  # parses and validates the layout
+        width = self.ctx.width
+        flat = [self.levels[0].offset]  # type: ignore[attr-defined]
+        for join in self.levels[1:]:
+            current = join.current  # type: ignore[attr-defined]
+            flat.append(0 if current is None else 1)
+            flat.extend(current if current is not None else (0,) * width)
+            if isinstance(join, MergeJoin):
+                flat.append(join.group_position)
+            flat.append(join.right.offset)  # type: ignore[attr-defined]
+        self.pending = None
+        self.pipeline.load(flat)
+
+    def reset(self) -> None:
+        self.inner.reset()
+        self.pending = None
+        self.pipeline.reset()
+
+    def describe(self) -> pb.Operator:
+        return self.inner.describe()
+
+    def variables(self) -> set[int]:
+        return self.inner.variables()
+
+    def sorted_on(self) -> int | None:
+        return self.inner.sorted_on()
+
+
+def native_execution(ctx: Context) -> bool:
+    """Whether this plan's store runs chains natively."""
+    return hasattr(ctx.store, "hdt") and hasattr(ctx.store.hdt, "pipeline") and os.environ.get(NATIVE_EXEC_ENV) != "0"
+
+
+def chain_of(op: Operator) -> bool:
+    """A scan, or a join of such a chain with a scan."""
+    if isinstance(op, Scan):
+        return True
+    if isinstance(op, IndexJoin):
+        return isinstance(op.right, Scan) and chain_of(op.left)
+    if isinstance(op, MergeJoin):
+        return chain_of(op.left)
+    return False
+
+
+def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | None = ...) -> Operator:  # type: ignore[assignment]
+    """`op` with its largest native chains run natively. Parts that run again
+    for every mapping of a Python join (`rerun`) stay in Python: there a
+    chain is short and its per-run overhead would dominate. `demand` bounds
+    the rows the operators above pull (the page's, narrowed by a slice; None
+    below the left side of a Python join: one row at a time)."""
+    if demand is ...:
+        demand = ctx_wanted(ctx)
+    if not rerun and chain_of(op):
+        return NativeChain(ctx, op, demand)
+    if isinstance(op, IndexJoin):
+        op.left = nativize(op.left, ctx, rerun, None)
+        op.right = nativize(op.right, ctx, True, demand)
+    elif isinstance(op, MergeJoin):
+        op.left = nativize(op.left, ctx, rerun, None)
+    elif isinstance(op, Slice):
+        op.input = nativize(op.input, ctx, rerun, None if demand is None else sliced(op, demand))
+    elif hasattr(op, "input"):
+        op.input = nativize(op.input, ctx, rerun, demand)  # type: ignore[attr-defined]
+    elif hasattr(op, "branches"):
+        op.branches = [nativize(b, ctx, rerun, demand) for b in op.branches]  # type: ignore[attr-defined]
+    return op
+
+
+def ctx_wanted(ctx: Context) -> Demand:
+    return lambda: ctx.wanted()
+
+
+def sliced(op: Slice, above: Demand) -> Demand:
+    """A slice pulls what it skips and at most what it still emits."""
+
+    def demand() -> int | None:
+        wanted, remaining = above(), op.remaining
+        if remaining is not None:
+            wanted = remaining if wanted is None else min(wanted, remaining)
+        return None if wanted is None else op.skip + wanted
+
+    return demand

@@ -1,0 +1,636 @@
+//! Native execution of a plan's hot subtree: a left-deep chain of a scan and
+//! joins whose right sides are scans (index loop joins and merge joins). It
+//! mirrors the Python operators (`quanta.engine.operators.scan`, `.joins`)
+//! step for step: the same rows in the same order, the same steps counted
+//! (one per scan opened, one per index entry read), a suspension between any
+//! two entries, and the same state, which the Python side saves in the same
+//! flat layout. Rows are handed back in batches.
+
+use crate::store::{Cursor, Store, Triple};
+use std::time::Instant;
+
+/// Why `run` stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// the batch is full: call again for more
+    Full,
+    /// no more rows
+    Done,
+    /// the quantum expired (before reading the next entry)
+    Expired,
+}
+
+/// The quantum's budget of steps and how its clock is checked.
+pub struct Budget<'a> {
+    pub steps: i64,
+    pub check: &'a mut dyn FnMut(&mut i64) -> Result<(), Expired>,
+}
+
+#[derive(Debug)]
+pub struct Expired;
+
+impl Budget<'_> {
+    #[inline]
+    fn step(&mut self) -> Result<(), Expired> {
+        self.steps -= 1;
+        if self.steps < 0 {
+            (self.check)(&mut self.steps)?;
+        }
+        Ok(())
+    }
+}
+
+/// The clock of a real quantum: `CHECK_EVERY` steps between two readings.
+pub struct Clock {
+    pub deadline: Option<Instant>,
+    pub every: i64,
+    pub overshoot: f64,
+}
+
+impl Clock {
+    pub fn check(&mut self, steps: &mut i64) -> Result<(), Expired> {
+        if let Some(deadline) = self.deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                self.overshoot = (now - deadline).as_secs_f64();
+                *steps = 0;
+                return Err(Expired);
+            }
+        }
+        *steps = self.every;
+        Ok(())
+    }
+}
+
+/// A triple pattern: each position `id << 1` (constant) or `slot << 1 | 1`.
+#[derive(Clone, Copy, Debug)]
+pub struct Pattern(pub [i64; 3]);
+
+impl Pattern {
+    /// The pattern under `mu`, and (slot, position) of its free variables.
+    fn resolve(&self, mu: &[i64], free: &mut Vec<(usize, usize)>) -> [i64; 3] {
+        free.clear();
+        let mut values = [0i64; 3];
+        for (position, &code) in self.0.iter().enumerate() {
+            if code & 1 == 1 {
+                let slot = (code >> 1) as usize;
+                values[position] = mu[slot];
+                if mu[slot] == 0 {
+                    free.push((slot, position));
+                }
+            } else {
+                values[position] = code >> 1;
+            }
+        }
+        values
+    }
+}
+
+/// `mu` extended with the free variables' values from `t`; false when a
+/// variable repeated in the pattern gets two values.
+#[inline]
+fn bind(mu: &[i64], t: &Triple, free: &[(usize, usize)], out: &mut [i64]) -> bool {
+    out.copy_from_slice(mu);
+    for &(slot, position) in free {
+        let v = t[position] as i64;
+        if out[slot] == 0 {
+            out[slot] = v;
+        } else if out[slot] != v {
+            return false; // a variable repeated in the pattern, two values
+        }
+    }
+    true
+}
+
+struct ScanRt {
+    pattern: Pattern,
+    offset: u64,
+    opened: bool,
+    cursor: Cursor,
+    free: Vec<(usize, usize)>,
+}
+
+impl ScanRt {
+    fn new(pattern: Pattern) -> Self {
+        ScanRt {
+            pattern,
+            offset: 0,
+            opened: false,
+            cursor: Cursor::Empty,
+            free: Vec::new(),
+        }
+    }
+
+    fn next(
+        &mut self,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<bool, Expired> {
+        if !self.opened {
+            budget.step()?; // opening a scan is a step too
+            let [s, p, o] = self.pattern.resolve(mu, &mut self.free);
+            self.cursor = store.search(s, p, o, self.offset);
+            self.opened = true;
+        }
+        loop {
+            let Some(t) = store.next(&mut self.cursor) else {
+                return Ok(false);
+            };
+            if budget.step().is_err() {
+                self.opened = false; // this entry stays unread: reopen at the offset
+                return Err(Expired);
+            }
+            self.offset += 1;
+            if bind(mu, &t, &self.free, out) {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+enum Join {
+    Index {
+        right: ScanRt,
+        current: Vec<i64>,
+        has_current: bool,
+        in_right: bool,
+    },
+    Merge {
+        key: usize,
+        right: Pattern,
+        right_offset: u64,
+        current: Vec<i64>,
+        has_current: bool,
+        group_position: u64,
+        // transient, rebuilt at every restart
+        started: bool,
+        finished: bool,
+        pending: bool,
+        cursor: Cursor,
+        free: Vec<(usize, usize)>,
+        group: Vec<Triple>,
+        group_key: u64,
+        lookahead: Option<Triple>,
+    },
+}
+
+/// The chain: `base`, then each join taking the previous level as its left.
+pub struct Chain {
+    width: usize,
+    base: ScanRt,
+    joins: Vec<Join>,
+    scratch: Vec<Vec<i64>>,
+}
+
+/// One join of a chain's description.
+pub enum JoinSpec {
+    Index(Pattern),
+    Merge { key: usize, right: Pattern },
+}
+
+impl Chain {
+    pub fn new(width: usize, base: Pattern, joins: Vec<JoinSpec>) -> Self {
+        let joins: Vec<Join> = joins
+            .into_iter()
+            .map(|j| match j {
+                JoinSpec::Index(p) => Join::Index {
+                    right: ScanRt::new(p),
+                    current: vec![0; width],
+                    has_current: false,
+                    in_right: false,
+                },
+                JoinSpec::Merge { key, right } => Join::Merge {
+                    key,
+                    right,
+                    right_offset: 0,
+                    current: vec![0; width],
+                    has_current: false,
+                    group_position: 0,
+                    started: false,
+                    finished: false,
+                    pending: false,
+                    cursor: Cursor::Empty,
+                    free: Vec::new(),
+                    group: Vec::new(),
+                    group_key: 0,
+                    lookahead: None,
+                },
+            })
+            .collect();
+        let scratch = (0..=joins.len()).map(|_| vec![0; width]).collect();
+        Chain {
+            width,
+            base: ScanRt::new(base),
+            joins,
+            scratch,
+        }
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Back to the initial state (to run again for another input mapping).
+    pub fn reset(&mut self) {
+        self.base.offset = 0;
+        for join in &mut self.joins {
+            match join {
+                Join::Index {
+                    right, has_current, ..
+                } => {
+                    right.offset = 0;
+                    *has_current = false;
+                }
+                Join::Merge {
+                    right_offset,
+                    has_current,
+                    group_position,
+                    ..
+                } => {
+                    *right_offset = 0;
+                    *has_current = false;
+                    *group_position = 0;
+                }
+            }
+        }
+        self.restart();
+    }
+
+    /// Start iterating from the saved state, as a new generator would: every
+    /// scan reopens at its offset (counting its opening step).
+    pub fn restart(&mut self) {
+        self.base.opened = false;
+        for join in &mut self.joins {
+            match join {
+                Join::Index {
+                    right,
+                    has_current,
+                    in_right,
+                    ..
+                } => {
+                    right.opened = false;
+                    *in_right = *has_current;
+                }
+                Join::Merge {
+                    started,
+                    finished,
+                    pending,
+                    group,
+                    lookahead,
+                    ..
+                } => {
+                    *started = false;
+                    *finished = false;
+                    *pending = false;
+                    group.clear();
+                    *lookahead = None;
+                }
+            }
+        }
+    }
+
+    /// The state, flat: the base scan's offset, then per join (bottom up)
+    /// `[has_current, current.., right offset]` (index) or
+    /// `[has_current, current.., group_position, right offset]` (merge).
+    pub fn state(&self) -> Vec<i64> {
+        let mut out = vec![self.base.offset as i64];
+        for join in &self.joins {
+            match join {
+                Join::Index {
+                    right,
+                    current,
+                    has_current,
+                    ..
+                } => {
+                    out.push(*has_current as i64);
+                    out.extend_from_slice(current);
+                    out.push(right.offset as i64);
+                }
+                Join::Merge {
+                    right_offset,
+                    current,
+                    has_current,
+                    group_position,
+                    ..
+                } => {
+                    out.push(*has_current as i64);
+                    out.extend_from_slice(current);
+                    out.push(*group_position as i64);
+                    out.push(*right_offset as i64);
+                }
+            }
+        }
+        out
+    }
+
+    pub fn load(&mut self, state: &[i64]) -> Result<(), String> {
+        let w = self.width;
+        let expected = 1 + self
+            .joins
+            .iter()
+            .map(|j| match j {
+                Join::Index { .. } => 2 + w,
+                Join::Merge { .. } => 3 + w,
+            })
+            .sum::<usize>();
+        if state.len() != expected {
+            return Err(format!(
+                "native state of {} values, expected {expected}",
+                state.len()
+            ));
+        }
+        let count = |v: i64| -> Result<u64, String> {
+            u64::try_from(v).map_err(|_| format!("negative count {v}"))
+        };
+        self.base.offset = count(state[0])?;
+        let mut i = 1;
+        for join in &mut self.joins {
+            match join {
+                Join::Index {
+                    right,
+                    current,
+                    has_current,
+                    ..
+                } => {
+                    *has_current = state[i] != 0;
+                    current.copy_from_slice(&state[i + 1..i + 1 + w]);
+                    right.offset = count(state[i + 1 + w])?;
+                    i += 2 + w;
+                }
+                Join::Merge {
+                    right_offset,
+                    current,
+                    has_current,
+                    group_position,
+                    ..
+                } => {
+                    *has_current = state[i] != 0;
+                    current.copy_from_slice(&state[i + 1..i + 1 + w]);
+                    *group_position = count(state[i + 1 + w])?;
+                    *right_offset = count(state[i + 2 + w])?;
+                    i += 3 + w;
+                }
+            }
+        }
+        self.restart();
+        Ok(())
+    }
+
+    /// Up to `max_rows` rows (each `width` values, appended to `rows`),
+    /// stopping right after the last one.
+    pub fn run(
+        &mut self,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        max_rows: usize,
+        rows: &mut Vec<i64>,
+    ) -> (Status, usize) {
+        let top = self.joins.len();
+        let mut out = std::mem::take(&mut self.scratch[top]);
+        let mut produced = 0;
+        let status = loop {
+            if produced >= max_rows {
+                break Status::Full;
+            }
+            match self.next(top, store, budget, mu, &mut out) {
+                Ok(true) => {
+                    rows.extend_from_slice(&out);
+                    produced += 1;
+                }
+                Ok(false) => break Status::Done,
+                Err(Expired) => break Status::Expired,
+            }
+        };
+        self.scratch[top] = out;
+        (status, produced)
+    }
+
+    /// The next row of level `level` (0: the base scan) into `out`.
+    fn next(
+        &mut self,
+        level: usize,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<bool, Expired> {
+        if level == 0 {
+            return self.base.next(store, budget, mu, out);
+        }
+        let mut left_row = std::mem::take(&mut self.scratch[level - 1]);
+        let result = self.next_join(level, store, budget, mu, out, &mut left_row);
+        self.scratch[level - 1] = left_row;
+        result
+    }
+
+    fn next_join(
+        &mut self,
+        level: usize,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+        left_row: &mut [i64],
+    ) -> Result<bool, Expired> {
+        let is_index = matches!(self.joins[level - 1], Join::Index { .. });
+        if is_index {
+            loop {
+                if let Join::Index {
+                    right,
+                    current,
+                    in_right,
+                    ..
+                } = &mut self.joins[level - 1]
+                {
+                    if *in_right {
+                        if right.next(store, budget, current, out)? {
+                            return Ok(true);
+                        }
+                        *in_right = false;
+                    }
+                }
+                // the next left mapping (current keeps the old one until then)
+                let found = self.next(level - 1, store, budget, mu, left_row)?;
+                let Join::Index {
+                    right,
+                    current,
+                    has_current,
+                    in_right,
+                } = &mut self.joins[level - 1]
+                else {
+                    unreachable!()
+                };
+                if !found {
+                    *has_current = false;
+                    current.iter_mut().for_each(|v| *v = 0);
+                    return Ok(false);
+                }
+                current.copy_from_slice(left_row);
+                *has_current = true;
+                right.offset = 0;
+                right.opened = false;
+                *in_right = true;
+            }
+        }
+        self.next_merge(level, store, budget, mu, out, left_row)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn next_merge(
+        &mut self,
+        level: usize,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+        left_row: &mut [i64],
+    ) -> Result<bool, Expired> {
+        {
+            let Join::Merge {
+                key,
+                right,
+                right_offset,
+                has_current,
+                started,
+                finished,
+                pending,
+                cursor,
+                free,
+                group,
+                lookahead,
+                group_key,
+                ..
+            } = &mut self.joins[level - 1]
+            else {
+                unreachable!()
+            };
+            if *finished {
+                return Ok(false);
+            }
+            if !*started {
+                // the right side resolved under no bindings: its key is free
+                let zero = vec![0i64; mu.len()];
+                let [s, p, o] = right.resolve(&zero, free);
+                let key_slot = *key;
+                free.retain(|&(slot, _)| slot != key_slot); // the key comes from the left mapping
+                *cursor = store.search(s, p, o, *right_offset);
+                *lookahead = store.next(cursor);
+                group.clear();
+                *started = true;
+                if !next_group(
+                    store,
+                    budget,
+                    right_offset,
+                    group,
+                    group_key,
+                    lookahead,
+                    cursor,
+                )? {
+                    *finished = true;
+                    return Ok(false);
+                }
+                *pending = *has_current; // resumed in the middle of a left mapping
+            }
+        }
+        loop {
+            let need_left =
+                matches!(&self.joins[level - 1], Join::Merge { pending, .. } if !*pending);
+            if need_left {
+                let found = self.next(level - 1, store, budget, mu, left_row)?;
+                let Join::Merge {
+                    current,
+                    has_current,
+                    group_position,
+                    pending,
+                    finished,
+                    ..
+                } = &mut self.joins[level - 1]
+                else {
+                    unreachable!()
+                };
+                if !found {
+                    *has_current = false;
+                    current.iter_mut().for_each(|v| *v = 0);
+                    *finished = true;
+                    return Ok(false);
+                }
+                current.copy_from_slice(left_row);
+                *has_current = true;
+                *group_position = 0;
+                *pending = true;
+            }
+            let Join::Merge {
+                key,
+                right_offset,
+                current,
+                has_current,
+                group_position,
+                finished,
+                pending,
+                cursor,
+                free,
+                group,
+                group_key,
+                lookahead,
+                ..
+            } = &mut self.joins[level - 1]
+            else {
+                unreachable!()
+            };
+            let wanted = current[*key] as u64;
+            while *group_key < wanted {
+                if !next_group(
+                    store,
+                    budget,
+                    right_offset,
+                    group,
+                    group_key,
+                    lookahead,
+                    cursor,
+                )? {
+                    *has_current = false;
+                    current.iter_mut().for_each(|v| *v = 0);
+                    *finished = true;
+                    return Ok(false);
+                }
+            }
+            if *group_key == wanted && (*group_position as usize) < group.len() {
+                let t = group[*group_position as usize];
+                *group_position += 1;
+                bind(current, &t, free, out);
+                return Ok(true);
+            }
+            *pending = false;
+        }
+    }
+}
+
+/// Move to the next group of equal subjects; false when the right side is done.
+fn next_group(
+    store: &Store,
+    budget: &mut Budget,
+    right_offset: &mut u64,
+    group: &mut Vec<Triple>,
+    group_key: &mut u64,
+    lookahead: &mut Option<Triple>,
+    cursor: &mut Cursor,
+) -> Result<bool, Expired> {
+    *right_offset += group.len() as u64;
+    group.clear();
+    let Some(first) = *lookahead else {
+        return Ok(false);
+    };
+    *group_key = first[0];
+    while let Some(t) = *lookahead {
+        if t[0] != *group_key {
+            break;
+        }
+        budget.step()?;
+        group.push(t);
+        *lookahead = store.next(cursor);
+    }
+    Ok(true)
+}
