@@ -41,8 +41,22 @@ go_install() {
   link "$name" "$dir/$name"
 }
 
+# Helm's Makefile stamps its version and the Kubernetes version of its client-go (else `helm
+# template` assumes Kubernetes 1.20 and refuses charts that need more); so do we.
 helm_() {
-  go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  local dir=$K8S_TOOLS/helm-$HELM_VERSION-stamped src kube major minor
+  if [ ! -x "$dir/helm" ]; then
+    src=$(module_dir "helm.sh/helm/v3@$HELM_VERSION")
+    kube=$(awk '$1 == "k8s.io/client-go" {print $2}' "$src/go.mod")  # v0.MINOR.PATCH
+    minor=$(echo "$kube" | cut -d. -f2); major=1
+    local x="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    for pkg in pkg/lint/rules pkg/chartutil; do
+      x="$x -X helm.sh/helm/v3/$pkg.k8sVersionMajor=$major -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$minor"
+    done
+    log "building helm $HELM_VERSION (Kubernetes 1.$minor)"
+    GOBIN=$dir go install -trimpath -ldflags="-s -w $x" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  fi
+  link helm "$dir/helm"
 }
 
 kubeconform_() {

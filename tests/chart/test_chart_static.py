@@ -124,7 +124,7 @@ def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -
                 }
             },
             "quantumMs",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_impossible_combinations_fail_with_a_clear_message(render_error, values, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -38,7 +38,7 @@ CASES: dict[str, tuple[str, dict[str, str], int, dict[str, str]]] = {
             "quanta_suspend_seconds_sum": "0+1x40",
             "quanta_resume_seconds_sum": "0+1x40",
         },
-    ),  # fmt: skip
+    ),
     "QuantaReplyTimeouts": (
         "warning",
         {f'quanta_http_requests_total{{{QUERY},status="200"}}': "0+100x20", "quanta_reply_timeouts_total": "0+5x20"},
@@ -62,7 +62,7 @@ CASES: dict[str, tuple[str, dict[str, str], int, dict[str, str]]] = {
             f'quanta_http_requests_total{{{QUERY},status="200"}}': "0+90x20",
             f'quanta_http_requests_total{{{QUERY},status="503"}}': "0+1x20",
         },
-    ),  # fmt: skip
+    ),
     "QuantaRedisDown": ("critical", {"quanta_redis_up": "0x10"}, 5, {"quanta_redis_up": "1x10"}),
 }
 

@@ -1,0 +1,110 @@
+"""Tier 3: the chart against a real API server (kwok runs the pods): install --wait with defaults
+and with KEDA, server-side dry runs of the rendered objects, upgrade, rollback, uninstall."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = str(ROOT / "charts" / "quanta")
+MONITORED = ["--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
+             "--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.dashboards.enabled=true"]  # fmt: skip
+
+
+def test_install_with_defaults_waits_for_every_pod(apiserver) -> None:  # type: ignore[no-untyped-def]
+    apiserver.helm("install", "plain", CHART, "-n", "plain", "--create-namespace", "--wait", "--timeout", "2m")
+    deployments = apiserver.get("deployments", "-n", "plain")["items"]
+    assert {d["metadata"]["name"]: d["status"].get("readyReplicas") for d in deployments} == {
+        "plain-quanta-gateway": 2,
+        "plain-quanta-worker": 2,
+    }
+    redis = apiserver.get("statefulset", "plain-quanta-redis", "-n", "plain")
+    assert redis["status"]["readyReplicas"] == 1
+    claim = apiserver.get("pvc", "data-plain-quanta-redis-0", "-n", "plain")
+    assert claim["status"]["phase"] == "Bound"  # the AOF volume
+    assert not apiserver.get("scaledobjects", "-n", "plain")["items"]  # KEDA off by default
+
+
+def test_install_with_keda_and_monitoring(apiserver) -> None:  # type: ignore[no-untyped-def]
+    apiserver.helm("install", "scaled", CHART, "-n", "scaled", "--create-namespace", "--wait", "--timeout", "2m",
+                   "--set", "worker.autoscaling.keda.enabled=true", *MONITORED)  # fmt: skip
+    scaled = apiserver.get("scaledobject", "scaled-quanta-worker", "-n", "scaled")
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "redis-streams" and trigger["metadata"]["lagCount"] == "5"
+    assert scaled["spec"]["minReplicaCount"] == 0
+    for kind in ("servicemonitor", "podmonitor", "prometheusrule"):
+        assert len(apiserver.get(kind, "-n", "scaled")["items"]) == 1, kind
+    dashboards = apiserver.get("configmaps", "-n", "scaled", "-l", "grafana_dashboard=1")["items"]
+    assert len(dashboards) == 2
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        ["--set", "worker.autoscaling.hpa.enabled=true", "--set", "gateway.ingress.enabled=true",
+         "--set", "gateway.ingress.host=sparql.example", "--set", "gateway.autoscaling.enabled=true"],
+        ["-f", str(ROOT / "tests" / "cluster" / "values-external-redis.yaml"), *MONITORED],
+    ],
+    ids=["defaults", "hpa-ingress", "external-redis-keda-monitoring"],
+)  # fmt: skip
+def test_the_api_server_accepts_every_rendered_object(apiserver, values: list[str]) -> None:  # type: ignore[no-untyped-def]
+    apiserver.kubectl("create", "namespace", "dry", check=False)
+    # the (helm test) Pod is admitted only once its service account exists: create that one for real
+    account = apiserver.helm("template", "dry", CHART, "-n", "dry", "--show-only", "templates/serviceaccount.yaml")
+    apiserver.kubectl("apply", "-n", "dry", "-f", "-", stdin=account)
+    manifests = apiserver.helm("template", "dry", CHART, "-n", "dry", *values)
+    out = apiserver.kubectl("apply", "--dry-run=server", "-n", "dry", "-f", "-", stdin=manifests)
+    assert "(server dry run)" in out
+
+
+def test_the_api_server_refuses_an_unknown_field(apiserver) -> None:  # type: ignore[no-untyped-def]
+    manifests = apiserver.helm(
+        "template", "dry", CHART, "-n", "dry", "--show-only", "templates/gateway/gateway-deployment.yaml"
+    )
+    broken = manifests.replace("terminationGracePeriodSeconds:", "terminationGracePeriodSecond:")
+    out = apiserver.kubectl("apply", "--dry-run=server", "-n", "dry", "-f", "-", stdin=broken, check=False)
+    assert "strict decoding error" in out and "terminationGracePeriodSecond" in out
+
+
+def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:  # type: ignore[no-untyped-def]
+    args = ["-n", "upgrade", "--wait", "--timeout", "2m"]
+    apiserver.helm("install", "up", CHART, "--create-namespace", *args)
+    key = apiserver.get("secret", "up-quanta-signing-keys", "-n", "upgrade")["data"]["QUANTA_SECRET_KEYS"]
+    apiserver.helm("upgrade", "up", CHART, *args, "--set", "gateway.replicas=3", "--set", "worker.replicas=1")
+    assert apiserver.get("deployment", "up-quanta-gateway", "-n", "upgrade")["spec"]["replicas"] == 3
+    assert apiserver.get("deployment", "up-quanta-worker", "-n", "upgrade")["status"]["readyReplicas"] == 1
+    # a generated key survives upgrades: plans signed before still resume
+    assert apiserver.get("secret", "up-quanta-signing-keys", "-n", "upgrade")["data"]["QUANTA_SECRET_KEYS"] == key
+    apiserver.helm("rollback", "up", "1", *args)
+    assert apiserver.get("deployment", "up-quanta-gateway", "-n", "upgrade")["spec"]["replicas"] == 2
+    history = json.loads(apiserver.helm("history", "up", "-n", "upgrade", "-o", "json"))
+    assert [h["status"] for h in history] == ["superseded", "superseded", "deployed"]
+
+
+def test_uninstall_leaves_nothing_behind(apiserver) -> None:  # type: ignore[no-untyped-def]
+    apiserver.helm("install", "gone", CHART, "-n", "gone", "--create-namespace", "--wait", "--timeout", "2m",
+                   "--set", "worker.autoscaling.keda.enabled=true", "--set", "redis.embedded.persistence.retainOnUninstall=false",
+                   *MONITORED)  # fmt: skip
+    assert owned(apiserver, "gone")
+    apiserver.helm("uninstall", "gone", "-n", "gone", "--wait", "--timeout", "2m")
+    deadline = time.monotonic() + 60
+    while owned(apiserver, "gone") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert owned(apiserver, "gone") == []
+
+
+def owned(apiserver, namespace: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every object in the namespace that the release made (by its instance label), of every listable kind."""
+    kinds = apiserver.kubectl("api-resources", "--verbs=list", "--namespaced", "-o", "name").split()
+    kinds = [k for k in kinds if k not in ("events", "events.events.k8s.io")]
+    out = apiserver.kubectl(
+        "get", ",".join(kinds), "-n", namespace, "-l", "app.kubernetes.io/instance=gone", "-o", "name"
+    )
+    return [line for line in out.splitlines() if "/" in line and " " not in line]  # not kubectl's warnings
