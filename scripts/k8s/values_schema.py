@@ -1,3 +1,10 @@
+"""Write charts/quanta/values.schema.json (strict: additionalProperties false everywhere).
+
+    python scripts/k8s/values_schema.py > charts/quanta/values.schema.json
+
+tests/chart checks that the committed schema is what this prints.
+"""
+
 import json
 
 
@@ -40,15 +47,18 @@ def arr(desc, items=None):
     return {"type": "array", "description": desc, **({"items": items} if items else {})}
 
 
-image = lambda desc: obj(
-    {
-        "repository": s("image repository", minLength=1),
-        "tag": s("tag (default: the chart's appVersion)"),
-        "pullPolicy": s("pull policy", enum=["Always", "IfNotPresent", "Never"]),
-    },
-    desc,
-    required=["repository"],
-)
+def image(desc):
+    return obj(
+        {
+            "repository": s("image repository", minLength=1),
+            "tag": s("tag (default: the chart's appVersion)"),
+            "pullPolicy": s("pull policy", enum=["Always", "IfNotPresent", "Never"]),
+        },
+        desc,
+        required=["repository"],
+    )
+
+
 resources = free("container resources (requests, limits)")
 sched = {
     "nodeSelector": strmap("node selector"),
@@ -56,7 +66,12 @@ sched = {
     "affinity": free("affinity"),
     "podAnnotations": strmap("extra pod annotations"),
 }
-port = lambda desc: i(desc, 1, maximum=65535)
+
+
+def port(desc):
+    return i(desc, 1, maximum=65535)
+
+
 duration = s("Prometheus duration", pattern="^[0-9]+(ms|s|m|h)$")
 schema = obj(
     {
@@ -324,7 +339,8 @@ schema = obj(
         "monitoring": obj(
             {
                 "labels": strmap(
-                    "labels selecting the ServiceMonitor, PodMonitor, PrometheusRule (e.g. release: kube-prometheus-stack)"
+                    "labels selecting the ServiceMonitor, PodMonitor, PrometheusRule"
+                    " (e.g. release: kube-prometheus-stack)"
                 ),
                 "serviceMonitor": obj({"enabled": b("scrape the gateway"), "interval": duration}, "ServiceMonitor"),
                 "podMonitor": obj({"enabled": b("scrape the workers"), "interval": duration}, "PodMonitor"),

@@ -129,3 +129,12 @@ def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -
 )
 def test_impossible_combinations_fail_with_a_clear_message(render_error, values, message: str) -> None:  # type: ignore[no-untyped-def]
     assert message in render_error(values)
+
+
+def test_the_schema_is_what_its_generator_writes() -> None:
+    import subprocess as sp
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "k8s" / "values_schema.py"
+    written = sp.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    assert written == (CHART / "values.schema.json").read_text()

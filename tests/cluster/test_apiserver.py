@@ -13,8 +13,11 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = str(ROOT / "charts" / "quanta")
-MONITORED = ["--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
-             "--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.dashboards.enabled=true"]  # fmt: skip
+MONITORED = [
+    arg
+    for key in ("serviceMonitor", "podMonitor", "prometheusRule", "dashboards")
+    for arg in ("--set", f"monitoring.{key}.enabled=true")
+]
 
 
 def test_install_with_defaults_waits_for_every_pod(apiserver) -> None:  # type: ignore[no-untyped-def]
@@ -90,8 +93,8 @@ def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:
 
 def test_uninstall_leaves_nothing_behind(apiserver) -> None:  # type: ignore[no-untyped-def]
     apiserver.helm("install", "gone", CHART, "-n", "gone", "--create-namespace", "--wait", "--timeout", "2m",
-                   "--set", "worker.autoscaling.keda.enabled=true", "--set", "redis.embedded.persistence.retainOnUninstall=false",
-                   *MONITORED)  # fmt: skip
+                   "--set", "worker.autoscaling.keda.enabled=true",
+                   "--set", "redis.embedded.persistence.retainOnUninstall=false", *MONITORED)  # fmt: skip
     assert owned(apiserver, "gone")
     apiserver.helm("uninstall", "gone", "-n", "gone", "--wait", "--timeout", "2m")
     deadline = time.monotonic() + 60
