@@ -132,3 +132,14 @@ def native_output_logged(message: str) -> Iterator[None]:
             os.close(saved[1])
             caught.seek(0)
             log.info(message, extra={"native_output": caught.read().decode(errors="replace")})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m quanta.worker.cli`: the same command without the `quanta` entry point (the worker image)."""
+    parser = argparse.ArgumentParser(prog="quanta worker", description=__doc__)
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
