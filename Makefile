@@ -1,10 +1,10 @@
 # Thin wrappers; scripts/bootstrap.sh installs what is missing (idempotent).
 SHELL := /bin/bash
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
-export PATH := $(CURDIR)/$(BIN):$(HOME)/.cargo/bin:$(PATH)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test test-fast lint format proto bench bench-engine bench-loader bench-service clean
+.PHONY: install run test test-fast lint format lock proto bench bench-engine bench-loader bench-service clean
 
 install:
 	@scripts/bootstrap.sh
@@ -20,8 +20,14 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
+## ruff (lint and format) and mypy.
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+## Re-resolve uv.lock after editing a pyproject.toml (docs/development.md).
+lock:
+	scripts/uv.sh lock
 
 format: install
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
@@ -36,10 +42,11 @@ bench-engine: install
 	$(BIN)/python bench/engine.py
 
 bench-loader: install
+	@scripts/bootstrap.sh --bare-converter
 	$(BIN)/python bench/loader.py
 
 bench-service: install
 	$(BIN)/python bench/service.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache

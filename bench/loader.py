@@ -53,9 +53,9 @@ def log(message: str) -> None:
 
 
 def bare_converter() -> str:
-    found = shutil.which("hdt") or str(Path.home() / ".cargo" / "bin" / "hdt")
+    found = str(Path(sys.executable).parent / "hdt")  # `make bench-loader` builds it there
     if not os.access(found, os.X_OK):
-        sys.exit("the bare converter `hdt` is missing: cargo install hdt --version 0.7.3 --features cli --locked")
+        sys.exit("the bare converter `hdt` is missing: scripts/bootstrap.sh --bare-converter")
     return found
 
 

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Install everything quanta needs, idempotently: Debian packages, the Rust HDT
-# converter, and a virtualenv (.venv) with pyHDT and the project's packages.
-# Run by `make install` (and so by `make run` and `make test`).
+# Install everything quanta needs, idempotently: Debian packages, the project's Python
+# environment (.venv) exactly as uv.lock pins it, and the project's Rust HDT writer.
+# Run by `make install` (and so by `make run` and `make test`). Everything it builds stays in the
+# clone; outside it are only uv itself (scripts/uv.sh: a pinned binary from PyPI) and the
+# download caches of uv and cargo.
+#
+#   QUANTA_FRESH=1    no uv cache: every wheel downloaded, every sdist built again (CI)
+#   --bare-converter  also the `hdt` crate's own converter (the loader benchmark's baseline)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3.11}
-VENV=${VENV:-.venv}
 HDT_CRATE_VERSION=0.7.3
+VENV=${VENV:-.venv}
 
 log() { printf '\033[1mbootstrap:\033[0m %s\n' "$*" >&2; }
 
 # -- Debian packages ----------------------------------------------------------
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
-command -v g++ >/dev/null || need+=(g++)
+command -v g++ >/dev/null || need+=(g++)          # pyHDT is C++
 command -v make >/dev/null || need+=(make)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
@@ -24,47 +29,35 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# -- the bare HDT converter (the `hdt` crate's CLI): the loader benchmark's baseline --
-export PATH="$HOME/.cargo/bin:$PATH"
-if ! hdt --version 2>/dev/null | grep -q "$HDT_CRATE_VERSION"; then
-  command -v cargo >/dev/null || { log "cargo is required to build the HDT converter (Rust >= 1.85)"; exit 1; }
-  log "building the HDT converter (hdt $HDT_CRATE_VERSION, about 2 minutes, once)"
-  cargo install --quiet hdt --version "$HDT_CRATE_VERSION" --features cli --locked
+# -- Python: exactly what uv.lock pins --------------------------------------------
+if ! "$VENV/bin/python" -c 'import hdt' 2>/dev/null; then
+  # pyHDT builds in the environment (see pyproject.toml): its build tools first
+  log "building the Python environment ($VENV; pyHDT compiles for about 3 minutes, once)"
+  scripts/uv.sh sync --locked --inexact --only-group build --quiet
 fi
+scripts/uv.sh sync --locked --all-packages --quiet
 
-# -- the project's HDT writer (services/loader/rust): `quanta load` and the tests --
+# -- the project's HDT writer (services/loader/rust): `quanta load` and the tests ---------
+export PATH="$HOME/.cargo/bin:$PATH"
 rust_digest=$(find services/loader/rust -type f \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) | sort \
   | xargs cat | sha256sum | cut -c1-16)
-rust_stamp="$HOME/.cargo/.quanta-rdf2hdt-$rust_digest"
-if ! command -v quanta-rdf2hdt >/dev/null || [ ! -f "$rust_stamp" ]; then
+rust_stamp="$VENV/.quanta-rdf2hdt-$rust_digest"
+if [ ! -x "$VENV/bin/quanta-rdf2hdt" ] || [ ! -f "$rust_stamp" ]; then
+  command -v cargo >/dev/null || { log "cargo (Rust >= 1.85) is required to build the HDT writer"; exit 1; }
   log "building the HDT writer quanta-rdf2hdt (about 2 minutes, once per version)"
-  cargo install --quiet --locked --force --path services/loader/rust --target-dir "$HOME/.cache/quanta-rdf2hdt-build"
-  rm -f "$HOME"/.cargo/.quanta-rdf2hdt-*
+  cargo install --quiet --locked --force --path services/loader/rust --root "$VENV" --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
+  rm -f "$VENV"/.quanta-rdf2hdt-* "$VENV/.crates.toml" "$VENV/.crates2.json"
   touch "$rust_stamp"
 fi
-
-# -- Python ---------------------------------------------------------------------
-[ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-if ! "$VENV/bin/python" -c 'import hdt' 2>/dev/null; then
-  # pyHDT 2.3 has no wheel and needs pybind11 2.2 at build time (about 4 minutes, once per machine:
-  # pip caches the wheel it builds)
-  log "installing pyHDT"
-  "${PIP[@]}" install "setuptools<76" wheel "pybind11==2.2.4"
-  "${PIP[@]}" install --no-build-isolation "hdt==2.3"
+if [ "${1:-}" = --bare-converter ] && ! "$VENV/bin/hdt" --version 2>/dev/null | grep -q "$HDT_CRATE_VERSION"; then
+  log "building the bare HDT converter (hdt $HDT_CRATE_VERSION, about 2 minutes, once)"
+  cargo install --quiet --locked --force hdt --version "$HDT_CRATE_VERSION" --features cli --root "$VENV" \
+    --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
 fi
-stamp="$VENV/.quanta-installed"
-sources=$(find proto services -name pyproject.toml -o -name '*.proto' -o -name hatch_build.py | sort)
-digest=$(cat $sources | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
-  log "installing the quanta packages (editable)"
-  # pip resolves local packages only if they come before their dependents
-  editable=(-e proto)
-  for pkg in services/engine $(ls -d services/*/ | sed 's#/$##' | grep -v '^services/engine$'); do
-    [ -f "$pkg/pyproject.toml" ] || continue
-    if grep -q '^test = ' "$pkg/pyproject.toml"; then editable+=(-e "$pkg[test]"); else editable+=(-e "$pkg"); fi
-  done
-  "${PIP[@]}" install -r requirements-dev.txt "${editable[@]}"
-  echo "$digest" > "$stamp"
+
+# -- the bundled sample: its side index, so workers start at once -------------------------
+if [ ! -f data/watdiv-100k.hdt.index.v1-1 ]; then
+  log "indexing the bundled sample dataset"
+  "$VENV/bin/python" -c 'import hdt, sys; hdt.HDTDocument(sys.argv[1])' data/watdiv-100k.hdt >/dev/null 2>&1
 fi
 log "ready ($VENV)"

@@ -25,6 +25,7 @@ class Service:
     url: str
     redis: RedisServer
     env: dict[str, str]
+    max_results: int
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     gateway: subprocess.Popen[bytes] | None = None
 
@@ -64,7 +65,7 @@ def start_service(tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_res
         "QUANTA_SECRET_KEYS": "e2e:0123456789abcdef0123456789abcdef",
         **env,
     }
-    service = Service(f"http://127.0.0.1:{port}", redis, service_env)
+    service = Service(f"http://127.0.0.1:{port}", redis, service_env, max_results)
     # index the copy once, before workers start
     from quanta.engine.storage import open_store
 

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError  # refused, reset, timed out
 
+__all__ = ["QuantaClient", "ServiceError", "TransportError"]
+
 RETRYABLE = {429, 503}
 TRANSPORT_RETRIES = 5  # ~3 s of backoff: enough for a gateway restart, not to hang on a wrong URL
 
@@ -138,6 +140,7 @@ def _problem(response: urllib3.BaseHTTPResponse) -> dict[str, Any]:
 
 def _retry_after(response: urllib3.BaseHTTPResponse, attempt: int) -> float:
     try:
-        return min(float(response.headers.get("Retry-After", "")), 30.0)
+        seconds = float(str(response.headers.get("Retry-After", "")))
+        return min(seconds, 30.0)
     except ValueError:
-        return min(0.1 * 2**attempt, 5.0)
+        return min(0.1 * 2.0**attempt, 5.0)

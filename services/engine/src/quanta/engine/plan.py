@@ -36,12 +36,14 @@ class Plan:
     root: Operator
     variables: list[str]  # name per slot
     projection: list[int]  # result columns (slots)
-    form: int
+    form: pb.QueryForm
     description: bytes  # the serialized PhysicalPlan
     fixed_terms: int  # extra terms that belong to the static plan
 
     @classmethod
-    def compiled(cls, ctx: Context, root: Operator, variables: list[str], projection: list[int], form: int) -> Plan:
+    def compiled(
+        cls, ctx: Context, root: Operator, variables: list[str], projection: list[int], form: pb.QueryForm
+    ) -> Plan:
         extra = list(ctx.terms.extra)
         physical = pb.PhysicalPlan(
             form=form, variables=variables, projection=projection, extra_terms=extra, root=root.describe()

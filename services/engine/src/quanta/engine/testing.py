@@ -5,7 +5,6 @@ and the reference answers of an independent engine (pyoxigraph)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Iterable
@@ -43,14 +42,9 @@ def converter() -> str:
     """The project's HDT writer, `quanta-rdf2hdt` (services/loader/rust, built
     by `make install`): what `quanta load` runs, so tests read files exactly
     as the service's loader writes them."""
-    for found in (
-        os.environ.get("QUANTA_RDF2HDT"),
-        shutil.which("quanta-rdf2hdt"),
-        str(Path.home() / ".cargo" / "bin" / "quanta-rdf2hdt"),
-    ):
-        if found and os.access(found, os.X_OK):
-            return found
-    raise RuntimeError("the HDT writer quanta-rdf2hdt is missing: run `make install`")
+    from quanta.loader.build import converter
+
+    return converter()
 
 
 def write_hdt(ntriples: str | bytes, directory: Path, name: str = "data") -> Path:

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from quanta.common import keys
 
 # `_created` series double the output and no dashboard of ours reads them.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 REGISTRY = CollectorRegistry(auto_describe=True)
 REJECT_REASONS = ("queue_full", "rate_limited", "redis_down", "invalid_token", "too_large")
 
@@ -115,7 +115,7 @@ def exposition(snapshot: QueueSnapshot) -> bytes:
     """The text format for one scrape: this process's (or all processes') metrics, then the queue's."""
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         local = CollectorRegistry()
-        MultiProcessCollector(local)
+        MultiProcessCollector(local)  # type: ignore[no-untyped-call]
     else:
         local = REGISTRY
     queue = CollectorRegistry(auto_describe=False)

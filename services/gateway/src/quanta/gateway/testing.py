@@ -98,7 +98,7 @@ class Consumer:
         with contextlib.suppress(redis.ResponseError):  # BUSYGROUP: it exists already
             self.redis.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
         self.redis.zadd(keys.WORKERS, {self.name: time.time()})
-        entries = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=50)
+        entries: Any = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=50)
         for _, messages in entries or []:
             for entry_id, fields in messages:
                 task = queue_pb2.Task.FromString(fields[b"task"])

@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,7 +28,7 @@ from quanta.loader.inputs import InputError, Source
 
 CONVERTER = "quanta-rdf2hdt"
 CONVERTER_ENV = "QUANTA_RDF2HDT"
-INSTALL_HINT = "cargo install --locked --path services/loader/rust"
+INSTALL_HINT = "make install (or: cargo install --locked --path services/loader/rust)"
 INDEX_SUFFIX = ".quanta-index.v1"  # the native store's side index, next to the HDT (quanta.native.INDEX_SUFFIX)
 META_SUFFIX = ".meta.json"  # read by quanta.engine.storage.version.file_version
 NAMED_GRAPHS = "merged into the default graph"
@@ -104,8 +105,9 @@ class _Run:
 
 
 def converter() -> str:
-    """Path of the converter binary: $QUANTA_RDF2HDT, then PATH, then ~/.cargo/bin."""
-    candidates = [os.environ.get(CONVERTER_ENV), shutil.which(CONVERTER), str(Path.home() / ".cargo/bin" / CONVERTER)]
+    """Path of the converter binary: $QUANTA_RDF2HDT, then beside this Python (`make install`
+    builds it into the environment's bin/), then PATH."""
+    candidates = [os.environ.get(CONVERTER_ENV), str(Path(sys.executable).parent / CONVERTER), shutil.which(CONVERTER)]
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return c

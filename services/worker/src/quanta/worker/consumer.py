@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import Any
 
 import redis
 
@@ -96,7 +97,7 @@ class Consumer:
             self.redis.zrem(keys.WORKERS, self.name)
 
     def read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        answer = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=self.block_ms)
+        answer: Any = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=self.block_ms)
         return answer[0][1] if answer else []
 
     def reclaim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
@@ -105,16 +106,17 @@ class Consumer:
         if now - self._reclaimed < RECLAIM_EVERY_S:
             return []
         self._reclaimed = now
-        _, claimed, *_ = self.redis.xautoclaim(
+        reclaimed: Any = self.redis.xautoclaim(
             keys.TASKS, keys.GROUP, self.name, min_idle_time=self.reclaim_idle_ms, start_id="0-0", count=1
         )
+        _, claimed, *_ = reclaimed
         taken = []
         for entry_id, fields in claimed:
             if fields is None:  # deleted meanwhile
                 continue
             metrics.RECLAIMED.inc()
-            pending = self.redis.xpending_range(keys.TASKS, keys.GROUP, min=entry_id, max=entry_id, count=1)
-            deliveries = pending[0]["times_delivered"] if pending else 1
+            pending: Any = self.redis.xpending_range(keys.TASKS, keys.GROUP, min=entry_id, max=entry_id, count=1)
+            deliveries = int(pending[0]["times_delivered"]) if pending else 1
             if deliveries > keys.MAX_DELIVERIES:
                 self.dead_letter(entry_id, fields, deliveries)
             else:

@@ -30,7 +30,8 @@ def binder(width: int, assign: tuple[tuple[int, int], ...]) -> Binder:
     body = f"({cells},)" if width else "()"
     if checks:
         body = f"{body} if {' and '.join(checks)} else None"
-    return eval(f"lambda mu, t: {body}")
+    binder: Callable[[Mapping, tuple[int, int, int]], Mapping | None] = eval(f"lambda mu, t: {body}")
+    return binder
 
 
 class Scan(Operator):

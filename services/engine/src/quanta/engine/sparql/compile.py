@@ -138,7 +138,7 @@ class Compiler:
         (placed by the planner as soon as their variables are bound)."""
         parts: list[Any] = []
         filters: list[tuple[pb.Expr, frozenset[int]]] = []
-        triples: list[tuple[Node, Node, Node]] = []
+        triples: list[tuple[Node, Node | Path, Node]] = []
         stack = [node]
         while stack:
             n = stack.pop()
@@ -163,7 +163,7 @@ class Compiler:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
 
-    def expand_path(self, triple: tuple[Node, Node, Node]) -> list[tuple[Node, Node, Node]]:
+    def expand_path(self, triple: tuple[Node, Node | Path, Node]) -> list[tuple[Node, Node | Path, Node]]:
         """Sequence (p/q) and inverse (^p) paths are chains of triple
         patterns; the other paths need a closure or a union: client-side."""
         s, path, o = triple
@@ -179,7 +179,7 @@ class Compiler:
             return out + self.expand_path((s, path.args[-1], o))
         return [triple]
 
-    def triple(self, triple: tuple[Node, Node, Node]) -> Component | None:
+    def triple(self, triple: tuple[Node, Node | Path, Node]) -> Component | None:
         """A scan, or None when a constant is not in the data (no match)."""
         if any(isinstance(term, Path) for term in triple):
             raise UnsupportedQuery("property path")
@@ -190,6 +190,7 @@ class Compiler:
                 codes.append(self.slot(term) << 1 | 1)
                 constants.append(0)
             else:
+                assert isinstance(term, Node)  # paths were expanded or refused above
                 gid = self.term(term)
                 if gid <= 0:
                     return None
@@ -212,7 +213,7 @@ class Compiler:
         return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
 
     def scope(self, node: Any) -> ExpressionScope:
-        return ExpressionScope(self, frozenset(in_scope(node)))
+        return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Variable)))
 
 
 @dataclass(frozen=True)

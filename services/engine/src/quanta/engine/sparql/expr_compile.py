@@ -139,9 +139,10 @@ class Compiler:
 
     def __init__(self, terms: TermTable) -> None:
         self.terms = terms
-        self.decoder = _decoders.get(terms)
-        if self.decoder is None:
-            self.decoder = _decoders[terms] = _Decoder(terms)
+        decoder = _decoders.get(terms)
+        if decoder is None:
+            decoder = _decoders[terms] = _Decoder(terms)
+        self.decoder: _Decoder = decoder
 
     def compile(self, expr: plan_pb2.Expr) -> _Node:
         kind = expr.WhichOneof("kind")

@@ -119,7 +119,8 @@ Value = Iri | Blank | Lit
 def to_float32(x: float) -> float:
     """Round a double to the nearest xsd:float."""
     try:
-        return struct.unpack("f", struct.pack("f", x))[0]
+        rounded: float = struct.unpack("f", struct.pack("f", x))[0]
+        return rounded
     except OverflowError:
         return math.copysign(math.inf, x)
 

@@ -52,7 +52,7 @@ _OPERATORS = {
 }
 
 # Builtin_* node -> (function, its parameter names; a trailing "?" is optional)
-_BUILTINS: dict[str, tuple[int, tuple[str, ...]]] = {
+_BUILTINS: dict[str, tuple[plan_pb2.Function, tuple[str, ...]]] = {
     "BOUND": (F.FUNCTION_BOUND, ("arg",)),
     "isIRI": (F.FUNCTION_IS_IRI, ("arg",)),
     "isURI": (F.FUNCTION_IS_IRI, ("arg",)),
@@ -117,7 +117,7 @@ def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.E
     if not isinstance(name, str):
         raise UnsupportedQuery("expression", repr(expr))
 
-    def call(function: int, args: Iterable[Any], iri: str = "") -> plan_pb2.Expr:
+    def call(function: plan_pb2.Function, args: Iterable[Any], iri: str = "") -> plan_pb2.Expr:
         protos = [to_proto(a, scope, base) for a in args]
         return plan_pb2.Expr(call=plan_pb2.Call(function=function, args=protos, iri=iri))
 

@@ -250,21 +250,23 @@ def round_fn(v: Value) -> Lit:
 def ceil_fn(v: Value) -> Lit:
     n = numeric_arg(v)
     x = n.val
-    if n.kind == INTEGER:
-        return integer(x)  # type: ignore[arg-type]
-    if n.kind == DECIMAL:
-        return decimal(x.to_integral_value(ROUND_CEILING))  # type: ignore[union-attr]
-    return numeric(n.kind, math.copysign(math.ceil(x), x) if math.isfinite(x) else x)  # type: ignore[arg-type]
+    if isinstance(x, Decimal):
+        return decimal(x.to_integral_value(ROUND_CEILING))
+    if isinstance(x, float):
+        return numeric(n.kind, math.copysign(math.ceil(x), x) if math.isfinite(x) else x)
+    assert isinstance(x, int)
+    return integer(x)
 
 
 def floor_fn(v: Value) -> Lit:
     n = numeric_arg(v)
     x = n.val
-    if n.kind == INTEGER:
-        return integer(x)  # type: ignore[arg-type]
-    if n.kind == DECIMAL:
-        return decimal(x.to_integral_value(ROUND_FLOOR))  # type: ignore[union-attr]
-    return numeric(n.kind, math.copysign(math.floor(x), x) if math.isfinite(x) else x)  # type: ignore[arg-type]
+    if isinstance(x, Decimal):
+        return decimal(x.to_integral_value(ROUND_FLOOR))
+    if isinstance(x, float):
+        return numeric(n.kind, math.copysign(math.floor(x), x) if math.isfinite(x) else x)
+    assert isinstance(x, int)
+    return integer(x)
 
 
 # -- dates (17.4.5); year, month, day and the timezone also accept xsd:date --

@@ -144,17 +144,18 @@ def cast_boolean(v: Value) -> Lit:
 
 def cast_datetime(v: Value) -> Lit:
     n = literal_arg(v)
+    value: DateTime | None
     if n.kind == STRING:
         value = parse_datetime(n.lex)
-        if value is None:
-            raise ExprError("not a dateTime")
-    elif n.kind == DATETIME:
-        value = n.val  # type: ignore[assignment]
-    elif n.kind == DATE:
-        d: DateTime = n.val  # type: ignore[assignment]
+    elif n.kind == DATETIME and isinstance(n.val, DateTime):
+        value = n.val
+    elif n.kind == DATE and isinstance(n.val, DateTime):
+        d = n.val
         value = DateTime(d.year, d.month, d.day, 0, 0, Decimal(0), d.tz)
     else:
         raise ExprError("cannot cast to xsd:dateTime")
+    if value is None:
+        raise ExprError("not a dateTime")
     return Lit(format_datetime(value), None, XSD_DATETIME, DATETIME, value)
 
 

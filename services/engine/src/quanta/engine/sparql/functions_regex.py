@@ -161,7 +161,7 @@ def replace_with(compiled: re.Pattern[str], replacement: str) -> Callable[[Value
     parts = parse_replacement(replacement, compiled.groups)
 
     def expand(m: re.Match[str]) -> str:
-        return "".join(p if type(p) is str else (m.group(p) or "") for p in parts)  # type: ignore[misc]
+        return "".join(p if isinstance(p, str) else (m.group(p) or "") for p in parts)
 
     def run(text: Value) -> Lit:
         source = text_arg(text)
