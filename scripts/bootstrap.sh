@@ -55,9 +55,11 @@ if [ "${1:-}" = --bare-converter ] && ! "$VENV/bin/hdt" --version 2>/dev/null | 
     --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
 fi
 
-# -- the bundled sample: its side index, so workers start at once -------------------------
-if [ ! -f data/watdiv-100k.hdt.index.v1-1 ]; then
-  log "indexing the bundled sample dataset"
-  "$VENV/bin/python" -c 'import hdt, sys; hdt.HDTDocument(sys.argv[1])' data/watdiv-100k.hdt >/dev/null 2>&1
-fi
+# -- the bundled sample: the storage backend's side index, so workers start at once ---------
+"$VENV/bin/python" - data/watdiv-100k.hdt >/dev/null 2>&1 <<'EOF'
+import os, sys
+from quanta.engine.storage import open_store, side_index_path
+if not os.path.exists(side_index_path(sys.argv[1])):
+    open_store(sys.argv[1])  # builds it
+EOF
 log "ready ($VENV)"
