@@ -85,10 +85,9 @@ class Runner:
         if kind == "plan":
             saved = task.plan
         elif kind == "plan_ref":
-            stored: bytes | None = self.redis.get(keys.plan(task.plan_ref))  # type: ignore[assignment]
-            if stored is None:
+            saved = self.redis.get(keys.plan(task.plan_ref))
+            if saved is None:
                 raise PlanExpired("the saved plan has expired; start the query again")
-            saved = stored
         else:
             raise InvalidPlan("task has neither a query nor a plan")
         return execute(store, saved=saved, quantum_seconds=seconds, max_results=dataset.max_results)
