@@ -7,7 +7,7 @@
 # Each image is built once and kept in the daemon's data root (under $QUANTA_CACHE).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=${QUANTA_BUILD_CONTEXT:-$(cd "$here/../.." && pwd)}  # the repository, or a copy of it
 . "$here/versions.sh"
 "$here/docker.sh" start
 eval "$("$here/docker.sh" env)"
@@ -31,7 +31,14 @@ base() {
   log "debootstrap $BASE_SUITE (about 2 minutes)"
   local rootfs; rootfs=$(mktemp -d)
   local mirror; mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-  debootstrap --variant=minbase --include=python3 "$BASE_SUITE" "$rootfs" "${mirror:-http://deb.debian.org/debian}" >/dev/null
+  debootstrap --variant=minbase --include=python3,ca-certificates "$BASE_SUITE" "$rootfs" \
+    "${mirror:-http://deb.debian.org/debian}" >/dev/null
+  # This machine reaches PyPI and crates.io through a proxy whose CA the host trusts
+  # (/usr/local/share/ca-certificates): builds in the image must trust it too.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
+    chroot "$rootfs" update-ca-certificates >/dev/null
+  fi
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
   tar -C "$rootfs" -c . | docker import - "$BASE" >/dev/null
   rm -rf "$rootfs"
