@@ -178,6 +178,13 @@ keda_() {
     (cd "$w" && go build -trimpath -ldflags="-s -w" -o "$dir/keda-operator" ./cmd/operator)
   fi
   link keda-operator "$dir/keda-operator"
+  # every KEDA CRD (the operator watches them all)
+  if [ ! -f "$dir/crds/.done" ]; then
+    local src; src=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
+    rm -rf "$dir/crds" && mkdir -p "$dir/crds" && cp "$src"/config/crd/bases/*.yaml "$dir/crds/"
+    chmod u+w "$dir"/crds/* && touch "$dir/crds/.done"
+  fi
+  link keda-crds "$dir/crds"
 }
 
 static() { helm_; kubeconform_; k8s_schemas; crd_schemas; promtool_; }

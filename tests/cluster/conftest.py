@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NS = "quanta"  # where tier 4 installs its release
+IMAGES = ["quanta-gateway:dev", "quanta-worker:dev", "quanta-redis:bookworm", "quanta-pause:bookworm"]
 CHART = ROOT / "charts" / "quanta"
 SCRIPTS = ROOT / "scripts" / "k8s"
 TOOLS = Path(os.environ.get("QUANTA_K8S_TOOLS", Path.home() / ".cache" / "quanta" / "k8s" / "bin"))
@@ -33,6 +36,12 @@ def require(*names: str) -> None:
         if os.environ.get("QUANTA_K8S_REQUIRED") == "1":
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def require_tools() -> Callable[..., None]:
+    """require_tools(*names): skip (or fail, with QUANTA_K8S_REQUIRED=1) unless they are built."""
+    return require
 
 
 def free_port() -> int:
@@ -98,5 +107,51 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.script("start", "--kwok")
         cluster.install_crds()
         yield cluster
+    finally:
+        cluster.script("stop")
+
+
+class Release:
+    def __init__(self, cluster: Cluster, port: int) -> None:
+        self.cluster = cluster
+        self.url = f"http://127.0.0.1:{port}/v1/datasets/watdiv-100k/query"
+
+    def page(self, body: dict[str, str]) -> dict[str, Any]:
+        request = urllib.request.Request(self.url, json.dumps(body).encode(), {"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)  # type: ignore[no-any-return]
+
+    def query(self, query: str, between_pages: Any = None) -> tuple[list[tuple[str, ...]], int]:
+        """Follow `next` to the end; `between_pages(n)` runs after page n."""
+        rows: list[tuple[str, ...]] = []
+        body, pages = {"query": query}, 0
+        while True:
+            page = self.page(body)
+            pages += 1
+            rows += [tuple(b[v]["value"] for v in page["head"]["vars"]) for b in page["results"]["bindings"]]
+            if between_pages:
+                between_pages(pages)
+            if page["next"] is None:
+                return rows, pages
+            body = {"next": page["next"]}
+
+    def pods(self, component: str) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/component={component}"
+        return self.cluster.get("pods", "-n", NS, "-l", selector)["items"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    require("etcd", "kube-apiserver", "kubelet", "kubectl", "helm")
+    cluster = Cluster(tmp_path_factory.mktemp("pods"))
+    try:
+        cluster.script("start", "--kubelet")
+        cluster.script("import", *IMAGES, timeout=600)
+        gateway_port = free_port()
+        cluster.helm("install", "q", str(CHART), "-n", NS, "--create-namespace", "--wait", "--timeout", "4m",
+                     "-f", str(ROOT / "tests" / "cluster" / "values-real-pods.yaml"),
+                     "--set", f"gateway.port={gateway_port}", "--set", f"worker.metricsPort={free_port()}",
+                     "--set", f"redis.embedded.port={free_port()}", timeout=400)  # fmt: skip
+        yield Release(cluster, gateway_port)
     finally:
         cluster.script("stop")
