@@ -1,0 +1,51 @@
+"""skaffold.yaml (no skaffold binary here): it builds the three images from their Dockerfiles, its
+setValueTemplates name real chart values, and each profile's values render valid objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = yaml.safe_load((ROOT / "skaffold.yaml").read_text())
+
+
+def test_three_images_from_their_dockerfiles_with_base_images_as_build_args() -> None:
+    assert CONFIG["apiVersion"] == "skaffold/v4beta14"
+    artifacts = {a["image"]: a for a in CONFIG["build"]["artifacts"]}
+    assert sorted(artifacts) == ["quanta-gateway", "quanta-loader", "quanta-worker"]
+    for image, artifact in artifacts.items():
+        dockerfile = ROOT / artifact["context"] / artifact["docker"]["dockerfile"]
+        assert dockerfile.exists(), image
+        text = dockerfile.read_text()
+        for arg in artifact["docker"]["buildArgs"]:
+            assert f"ARG {arg}" in text or arg == "RUST_IMAGE", (image, arg)  # the gateway needs no Rust
+        assert "HEALTHCHECK" not in text and "USER 10001:10001" in text
+
+
+def test_set_value_templates_name_real_values_and_render(render, one) -> None:  # type: ignore[no-untyped-def]
+    (release,) = CONFIG["deploy"]["helm"]["releases"]
+    values: dict[str, dict[str, dict[str, str]]] = {}
+    for key, template in release["setValueTemplates"].items():
+        top, role, field = key.split(".")
+        assert top == "images" and "IMAGE_" in template
+        values.setdefault(top, {}).setdefault(role, {})[field] = (
+            f"registry.example/{role}" if field == "repository" else "abc123"
+        )
+    docs = render(values)  # the strict schema would refuse a wrong key
+    image = one(docs, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "registry.example/worker:abc123"
+
+
+@pytest.mark.parametrize("profile", ["local", "production"])
+def test_each_profile_renders_valid_objects(render, profile: str) -> None:  # type: ignore[no-untyped-def]
+    (entry,) = [p for p in CONFIG["profiles"] if p["name"] == profile]
+    (patch,) = entry["patches"]
+    assert patch["path"] == "/deploy/helm/releases/0/valuesFiles"
+    merged: dict[str, object] = {}
+    for path in patch["value"]:
+        merged |= yaml.safe_load((ROOT / path).read_text())
+    kinds = {d["kind"] for d in render(merged)}
+    assert ("ScaledObject" in kinds) == (profile == "production")
