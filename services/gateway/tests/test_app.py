@@ -19,7 +19,7 @@ def test_datasets_show_public_fields_only(settings, serve) -> None:
     assert body == {
         "datasets": [
             {"name": "watdiv", "description": "sample", "quantum_ms": 75.0, "max_results": 100, "plan_mode": "auto"},
-            {"name": "other", "description": "", "quantum_ms": 75.0, "max_results": 2000, "plan_mode": "reference"},
+            {"name": "other", "description": "", "quantum_ms": 75.0, "max_results": 100_000, "plan_mode": "reference"},
         ]
     }
 

@@ -3,19 +3,35 @@
 use crate::exec::{Budget, Chain, Clock, Expired, JoinSpec, Pattern, Status};
 use crate::hdt::Hdt;
 use crate::index;
+use crate::render::json_term;
 use crate::store::{Cursor, Store};
 use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// An HDT file and its side index, memory-mapped.
 #[pyclass(frozen, module = "quanta.native._core")]
 pub struct NativeHdt {
     store: Arc<Store>,
+    /// JSON encodings of terms already written: gid -> range in `json_arena`
+    json: Mutex<JsonCache>,
+    /// Python strings of terms already decoded
+    strings: Mutex<HashMap<u64, Py<PyString>>>,
 }
+
+#[derive(Default)]
+struct JsonCache {
+    spans: HashMap<u64, (u32, u32)>,
+    arena: Vec<u8>,
+}
+
+const JSON_CACHE_BYTES: usize = 64 << 20;
+const STRING_CACHE_TERMS: usize = 1 << 20;
 
 #[pymethods]
 impl NativeHdt {
@@ -26,6 +42,8 @@ impl NativeHdt {
             .map_err(PyOSError::new_err)?;
         Ok(NativeHdt {
             store: Arc::new(store),
+            json: Mutex::default(),
+            strings: Mutex::default(),
         })
     }
 
@@ -111,6 +129,123 @@ impl NativeHdt {
             store: self.store.clone(),
             chain: Chain::new(width, check(base)?, specs),
         })
+    }
+
+    /// The SPARQL JSON "bindings" array of `rows` (tuples of ids) projected
+    /// on `projection`, with `keys` the encoded `"var":` of each column;
+    /// negative ids are `extra[-id - 1]` (terms outside the dictionary).
+    fn render_json<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<Vec<u8>>,
+        rows: &Bound<'py, PyList>,
+        projection: Vec<usize>,
+        extra: Vec<String>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        if keys.len() != projection.len() {
+            return Err(PyValueError::new_err("one key per projected column"));
+        }
+        let mut cache = self
+            .json
+            .lock()
+            .map_err(|_| PyValueError::new_err("poisoned cache"))?;
+        if cache.arena.len() > JSON_CACHE_BYTES {
+            *cache = JsonCache::default();
+        }
+        let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 64 + 2);
+        let mut buf = Vec::with_capacity(128);
+        out.push(b'[');
+        for (r, row) in rows.iter().enumerate() {
+            let row = row.cast::<PyTuple>()?;
+            if r > 0 {
+                out.push(b',');
+            }
+            out.push(b'{');
+            let mut first = true;
+            for (key, &slot) in keys.iter().zip(&projection) {
+                let gid: i64 = row.get_item(slot)?.extract()?;
+                if gid == 0 {
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(key);
+                if gid < 0 {
+                    let term = extra
+                        .get((-gid - 1) as usize)
+                        .ok_or_else(|| PyKeyError::new_err(gid))?;
+                    json_term(term.as_bytes(), &mut out);
+                    continue;
+                }
+                let gid = gid as u64;
+                if let Some(&(start, len)) = cache.spans.get(&gid) {
+                    out.extend_from_slice(&cache.arena[start as usize..(start + len) as usize]);
+                    continue;
+                }
+                buf.clear();
+                self.store
+                    .extract_into(gid, &mut buf)
+                    .map_err(PyKeyError::new_err)?;
+                let start = cache.arena.len();
+                json_term(&buf, &mut cache.arena);
+                let len = cache.arena.len() - start;
+                cache.spans.insert(gid, (start as u32, len as u32));
+                out.extend_from_slice(&cache.arena[start..]);
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Rows of ids to rows of term strings (None: unbound), projected.
+    fn decode_rows<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyList>,
+        projection: Vec<usize>,
+        extra: Vec<String>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut cache = self
+            .strings
+            .lock()
+            .map_err(|_| PyValueError::new_err("poisoned cache"))?;
+        if cache.len() > STRING_CACHE_TERMS {
+            cache.clear();
+        }
+        let mut buf = Vec::with_capacity(128);
+        let out = PyList::empty(py);
+        let mut cells: Vec<Bound<'py, PyAny>> = Vec::with_capacity(projection.len());
+        for row in rows.iter() {
+            let row = row.cast::<PyTuple>()?;
+            cells.clear();
+            for &slot in &projection {
+                let gid: i64 = row.get_item(slot)?.extract()?;
+                let cell = if gid == 0 {
+                    py.None().into_bound(py)
+                } else if gid < 0 {
+                    let term = extra
+                        .get((-gid - 1) as usize)
+                        .ok_or_else(|| PyKeyError::new_err(gid))?;
+                    PyString::new(py, term).into_any()
+                } else if let Some(s) = cache.get(&(gid as u64)) {
+                    s.bind(py).clone().into_any()
+                } else {
+                    buf.clear();
+                    self.store
+                        .extract_into(gid as u64, &mut buf)
+                        .map_err(PyKeyError::new_err)?;
+                    let s = decoded(py, &buf)?;
+                    cache.insert(gid as u64, s.clone().unbind());
+                    s.into_any()
+                };
+                cells.push(cell);
+            }
+            out.append(PyTuple::new(py, &cells)?)?;
+        }
+        Ok(out)
     }
 
     /// Strings of many ids at once (one call, one buffer).

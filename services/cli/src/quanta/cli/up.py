@@ -29,7 +29,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantum-ms", type=float, help="time quantum for every dataset (default 75; inf: never suspend)"
     )
-    parser.add_argument("--max-results", type=int, help="results per page for every dataset (default 2000)")
+    parser.add_argument(
+        "--max-results",
+        type=int,
+        help="results per page at most for every dataset (default 100000; a page also ends at about 1 MiB of JSON)",
+    )
     parser.add_argument(
         "--dataset",
         action="append",

@@ -4,7 +4,8 @@
 path = "data/watdiv-100k.hdt"     # relative to the catalog file
 description = "WatDiv, 104,072 triples"
 quantum_ms = 75
-max_results = 2000                # per page
+max_results = 100000              # rows per page at most
+max_page_bytes = 1048576          # JSON results per page, about (the quantum ends a page too)
 plan_mode = "auto"                # auto | value | reference
 plan_threshold_bytes = 4096       # auto: by value up to this size
 backend = "native"                # storage backend: native | pyhdt (default: $QUANTA_BACKEND, else native)
@@ -29,7 +30,11 @@ class Dataset:
     path: Path
     description: str = ""
     quantum_ms: float = 75.0  # `inf`: never suspend (first come, first served)
-    max_results: int = 2000
+    # A page ends with the quantum, at about max_page_bytes of JSON results, or
+    # at max_results rows, whichever comes first (the byte budget, not the row
+    # cap, bounds a page of a fast query).
+    max_results: int = 100_000
+    max_page_bytes: int = 1 << 20
     plan_mode: str = "auto"
     # Seed 003 (function vs data shipping): ship the state while it is small,
     # keep it server-side when sending it back and forth costs more than a
@@ -82,8 +87,8 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
             raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
         if dataset.backend not in BACKENDS:
             raise CatalogError(f"{origin}: dataset {name}: backend must be one of {BACKENDS[1:]}")
-        if dataset.quantum_ms <= 0 or dataset.max_results <= 0:
-            raise CatalogError(f"{origin}: dataset {name}: quantum_ms and max_results must be positive")
+        if dataset.quantum_ms <= 0 or dataset.max_results <= 0 or dataset.max_page_bytes <= 0:
+            raise CatalogError(f"{origin}: dataset {name}: quantum_ms, max_results and max_page_bytes must be positive")
         datasets[name] = dataset
     if not datasets:
         raise CatalogError(f"{origin}: no datasets")
@@ -111,6 +116,7 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             f"description = {json.dumps(d.description)}",
             f"quantum_ms = {'inf' if d.quantum_ms == float('inf') else d.quantum_ms}",
             f"max_results = {d.max_results}",
+            f"max_page_bytes = {d.max_page_bytes}",
             f'plan_mode = "{d.plan_mode}"',
             f"plan_threshold_bytes = {d.plan_threshold_bytes}",
             *([f'backend = "{d.backend}"'] if d.backend else []),

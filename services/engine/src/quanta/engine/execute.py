@@ -1,19 +1,29 @@
 """One quantum of work: start or resume a plan, run it until the quantum (or
-the page) is full, suspend it. This is what a worker does per task."""
+the page) is full, suspend it. This is what a worker does per task.
+
+A page ends with the quantum, or when it holds `max_bytes` of JSON results
+(estimated on samples of its own rows as it fills), or `max_results` rows.
+Its rows stay term ids until someone reads them: `Page.bindings_json()`
+writes the JSON bindings straight from the ids on the native store."""
 
 from __future__ import annotations
 
 import gc
+import json
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from quanta.engine.context import Mapping, _unbounded
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
+from quanta.engine.results import json_bindings_text
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+
+Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, None = unbound
 
 
 @dataclass(slots=True)
@@ -29,18 +39,49 @@ class Stats:
     plan_bytes: int = 0
 
 
-@dataclass(slots=True)
 class Page:
-    head: list[str]
-    rows: list[tuple[str | None, ...]]  # one dictionary-syntax term per head variable, None = unbound
-    form: int
-    next: bytes | None  # the saved plan; None when the query is complete
-    stats: Stats = field(default_factory=Stats)
+    """One quantum's results. `rows` are decoded (ids to term strings) when
+    first read; `bindings_json()` may skip that step entirely."""
+
+    __slots__ = ("_decode", "_render", "_rows", "count", "form", "head", "next", "stats")
+
+    def __init__(
+        self,
+        head: list[str],
+        rows: list[Row] | None,
+        form: int,
+        next: bytes | None,  # the saved plan; None when the query is complete
+        stats: Stats | None = None,
+        *,
+        count: int | None = None,
+        decode: Callable[[], list[Row]] | None = None,
+        render: Callable[[], bytes] | None = None,
+    ) -> None:
+        self.head = head
+        self._rows = rows
+        self.form = form
+        self.next = next
+        self.stats = stats if stats is not None else Stats()
+        self.count = len(rows) if rows is not None else (count or 0)
+        self._decode = decode
+        self._render = render
+
+    @property
+    def rows(self) -> list[Row]:
+        if self._rows is None:
+            self._rows = self._decode() if self._decode is not None else []
+        return self._rows
 
     @property
     def boolean(self) -> bool:
         """ASK: whether a solution exists (meaningful once `next` is None)."""
-        return bool(self.rows)
+        return self.count > 0
+
+    def bindings_json(self) -> bytes:
+        """The SPARQL JSON "bindings" array of the rows."""
+        if self._rows is None and self._render is not None:
+            return self._render()
+        return json_bindings_text(self.head, self.rows).encode()
 
 
 def execute(
@@ -50,14 +91,20 @@ def execute(
     saved: bytes | None = None,
     quantum_seconds: float | None,
     max_results: int | None = None,
+    max_bytes: int | None = None,
 ) -> Page:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`)."""
     with collection_paused():
-        return _execute(store, query, saved, quantum_seconds, max_results)
+        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes)
 
 
 def _execute(
-    store: TripleStore, query: str | None, saved: bytes | None, quantum_seconds: float | None, max_results: int | None
+    store: TripleStore,
+    query: str | None,
+    saved: bytes | None,
+    quantum_seconds: float | None,
+    max_results: int | None,
+    max_bytes: int | None,
 ) -> Page:
     stats = Stats()
     quantum = Quantum(quantum_seconds)
@@ -70,7 +117,7 @@ def _execute(
         plan = compile_query(query, store)
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
-    rows, done = run(plan, quantum, max_results)
+    rows, done = run(plan, quantum, max_results, max_bytes)
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
     saved_next = None
@@ -79,30 +126,103 @@ def _execute(
         saved_next = plan.save()
         stats.suspend_ms = _ms(before)
         stats.plan_bytes = len(saved_next)
-    page = Page(plan.head, decode(plan, rows), plan.form, saved_next, stats)
+    decoder, renderer = edge(plan)
+    page = Page(
+        plan.head,
+        None,
+        plan.form,
+        saved_next,
+        stats,
+        count=len(rows),
+        decode=lambda: decoder(rows),
+        render=None if renderer is None else lambda: renderer(rows),
+    )
     if saved_next is not None:
         plan.release()
     return page
 
 
-def decode(plan: Plan, rows: list[Mapping]) -> list[tuple[str | None, ...]]:
+def edge(plan: Plan) -> tuple[Callable[[list[Mapping]], list[Row]], Callable[[list[Mapping]], bytes] | None]:
+    """Where ids become strings: a decoder of rows, and (on the native store)
+    a writer of JSON bindings straight from the ids. Both keep what they need
+    of the plan (its term table only grows), so they work after it is pooled."""
+    projection, terms, store = list(plan.projection), plan.ctx.terms, plan.ctx.store
+    native = getattr(store, "hdt", None)
+    if native is None or not hasattr(native, "render_json"):
+        return (lambda rows: decode_with(terms.string, projection, rows)), None
+    keys = [(json.dumps(plan.variables[slot]) + ":").encode() for slot in projection]
+    return (
+        lambda rows: native.decode_rows(rows, projection, terms.extra),
+        lambda rows: native.render_json(keys, rows, projection, terms.extra),
+    )
+
+
+def decode(plan: Plan, rows: list[Mapping]) -> list[Row]:
     """Project and turn ids into term strings: the edge where strings appear."""
-    string = plan.ctx.terms.string
-    projection = plan.projection
+    return edge(plan)[0](rows)
+
+
+def decode_with(string: Callable[[int], str], projection: list[int], rows: list[Mapping]) -> list[Row]:
     return [tuple(string(m[i]) if m[i] else None for i in projection) for m in rows]
 
 
-def run(plan: Plan, quantum: Quantum, max_results: int | None = None) -> tuple[list[Mapping], bool]:
-    """Pull mappings until the plan is exhausted (True) or suspended (False)."""
+class PageLimit:
+    """When a page is full: at `max_results` rows, or at about `max_bytes` of
+    JSON. The bytes a row takes are measured on a sample of the page's rows
+    (the last SAMPLE) each time the page doubles, from SAMPLE rows on."""
+
+    SAMPLE = 16
+
+    def __init__(self, plan: Plan, rows: list[Mapping], max_results: int | None, max_bytes: int | None) -> None:
+        self.rows = rows
+        self.cap: float = max_results if max_results is not None else math.inf
+        self.max_bytes = max_bytes
+        self.by_bytes: float = math.inf
+        self.checkpoint: float = self.SAMPLE if max_bytes is not None else math.inf
+        self.measured = (0, 0)  # rows, bytes
+        self.plan = plan
+
+    def limit(self) -> float:
+        """Rows after which `full` must be asked again."""
+        return min(self.cap, self.by_bytes, self.checkpoint)
+
+    def wanted(self) -> int | None:
+        """How many more rows the page takes before the next question."""
+        limit = self.limit()
+        return None if limit == math.inf else max(0, int(limit) - len(self.rows))
+
+    def full(self) -> bool:
+        n = len(self.rows)
+        if n >= self.checkpoint and self.max_bytes is not None:
+            sample = self.rows[n - self.SAMPLE : n]
+            decoder, renderer = edge(self.plan)
+            size = len(renderer(sample)) if renderer else len(json_bindings_text(self.plan.head, decoder(sample)))
+            rows, total = self.measured[0] + len(sample), self.measured[1] + size
+            self.measured = (rows, total)
+            self.by_bytes = max(self.SAMPLE, int(self.max_bytes * rows / max(total, 1)))
+            self.checkpoint = 2 * n
+        return n >= min(self.cap, self.by_bytes)
+
+
+def run(
+    plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None
+) -> tuple[list[Mapping], bool]:
+    """Pull mappings until the plan is exhausted (True) or suspended (False):
+    the quantum expired or the page is full."""
     rows: list[Mapping] = []
-    limited = max_results is not None and plan.form != ASK
-    plan.ctx.wanted = (lambda: max_results - len(rows)) if limited else _unbounded  # type: ignore[operator]
+    if plan.form == ASK:
+        max_results = max_bytes = None
+    page = PageLimit(plan, rows, max_results, max_bytes)
+    plan.ctx.wanted = page.wanted if page.limit() != math.inf else _unbounded
+    limit = page.limit()
     quantum.start()
     try:
         for mapping in plan.mappings():
             rows.append(mapping)
-            if limited and len(rows) >= max_results:  # type: ignore[operator]
-                return rows, False
+            if len(rows) >= limit:
+                if page.full():
+                    return rows, False
+                limit = page.limit()
     except QuantumExpired:
         return rows, False
     return rows, True

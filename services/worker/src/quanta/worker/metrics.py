@@ -39,7 +39,7 @@ def observe(dataset: str, page: Page, queue_wait_s: float) -> None:
     s = page.stats
     QUANTUM.labels(dataset).observe(s.quantum_ms / 1000)
     QUEUE_WAIT.labels(dataset).observe(queue_wait_s)
-    RESULTS.labels(dataset).inc(len(page.rows))
+    RESULTS.labels(dataset).inc(page.count)
     if s.resume_ms:
         RESUME.labels(dataset).observe(s.resume_ms / 1000)
     if page.next is not None:

@@ -13,7 +13,6 @@ from quanta.common.catalog import Dataset
 from quanta.engine.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
-from quanta.engine.results import json_bindings_text
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
 
@@ -51,11 +50,11 @@ class Runner:
         out = reply.page
         out.head.extend(page.head)
         out.ask = page.form == ASK
-        out.results = len(page.rows)
+        out.results = page.count
         if out.ask:
-            out.boolean = bool(page.rows)
+            out.boolean = page.boolean
         else:
-            out.bindings_json = json_bindings_text(page.head, page.rows).encode()
+            out.bindings_json = page.bindings_json()  # from term ids, natively when the store allows
         if page.next is not None:
             if by_reference(task.plan_mode, dataset, len(page.next)):
                 out.plan_ref = self._keep(page.next)
@@ -81,7 +80,13 @@ class Runner:
         seconds = None if dataset.quantum_ms == float("inf") else dataset.quantum_ms / 1000
         kind = task.WhichOneof("input")
         if kind == "query":
-            return execute(store, query=task.query, quantum_seconds=seconds, max_results=dataset.max_results)
+            return execute(
+                store,
+                query=task.query,
+                quantum_seconds=seconds,
+                max_results=dataset.max_results,
+                max_bytes=dataset.max_page_bytes,
+            )
         if kind == "plan":
             saved = task.plan
         elif kind == "plan_ref":
@@ -90,7 +95,13 @@ class Runner:
                 raise PlanExpired("the saved plan has expired; start the query again")
         else:
             raise InvalidPlan("task has neither a query nor a plan")
-        return execute(store, saved=saved, quantum_seconds=seconds, max_results=dataset.max_results)
+        return execute(
+            store,
+            saved=saved,
+            quantum_seconds=seconds,
+            max_results=dataset.max_results,
+            max_bytes=dataset.max_page_bytes,
+        )
 
     def _keep(self, plan: bytes) -> str:
         ref = secrets.token_urlsafe(16)
