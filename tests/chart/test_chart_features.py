@@ -1,0 +1,305 @@
+"""The rendered objects, one class per feature (Airflow's way): off by default first, then on."""
+
+from __future__ import annotations
+
+import base64
+import tomllib
+from typing import Any
+
+import jmespath
+import pytest
+
+KEDA = {"worker": {"autoscaling": {"keda": {"enabled": True}}}}
+EXTERNAL = {
+    "redis": {
+        "embedded": {"enabled": False},
+        "external": {
+            "url": "rediss://redis.example:6380/2",
+            "passwordSecret": "redis-auth",
+            "tls": {"secret": "redis-tls", "clientCertificate": True},
+        },
+    }
+}
+SENTINEL = {
+    "redis": {
+        "embedded": {"enabled": False},
+        "external": {
+            "url": "redis:///1",
+            "sentinel": {"enabled": True, "hosts": ["s0:26379", "s1:26379"], "masterName": "q", "passwordSecret": "s"},
+        },
+    }
+}
+
+
+def env(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The first container's env, by name (value, or valueFrom)."""
+    items = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in items}
+
+
+def kinds(docs: list[dict[str, Any]]) -> list[str]:
+    return sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+
+
+class TestGateway:
+    def test_deployment_service_pdb_and_probes_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render()
+        gateway = one(docs, "Deployment", "-gateway")
+        container = gateway["spec"]["template"]["spec"]["containers"][0]
+        assert gateway["spec"]["replicas"] == 2
+        assert jmespath.search("readinessProbe.httpGet.path", container) == "/readyz"
+        assert jmespath.search("livenessProbe.httpGet.path", container) == "/healthz"
+        assert one(docs, "Service", "-gateway")["spec"]["ports"][0]["port"] == 80
+        assert one(docs, "PodDisruptionBudget", "-gateway")["spec"]["minAvailable"] == 1
+        assert not [d for d in docs if d["kind"] in ("Ingress", "HorizontalPodAutoscaler")]
+
+    def test_settings_reach_the_environment(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        values = {"gateway": {"settings": {"maxQueue": 50, "replyTimeoutSeconds": 7, "trustForwarded": True}}}
+        variables = env(one(render(values), "Deployment", "-gateway"))
+        assert (variables["QUANTA_MAX_QUEUE"], variables["QUANTA_REPLY_TIMEOUT_S"]) == ("50", "7")
+        assert variables["QUANTA_TRUST_FORWARDED"] == "1"
+        assert variables["QUANTA_SECRET_KEYS"] == {
+            "secretKeyRef": {"name": "quanta-signing-keys", "key": "QUANTA_SECRET_KEYS"}
+        }
+
+
+class TestGatewayIngress:
+    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+        assert not [d for d in render() if d["kind"] == "Ingress"]
+
+    def test_host_path_class_and_tls(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        values = {
+            "gateway": {"ingress": {"enabled": True, "host": "q.example", "className": "nginx", "tlsSecret": "t"}}
+        }
+        ingress = one(render(values), "Ingress")
+        assert jmespath.search("spec.rules[0].host", ingress) == "q.example"
+        assert jmespath.search("spec.tls[0].secretName", ingress) == "t"
+        assert jmespath.search("spec.rules[0].http.paths[0].backend.service.name", ingress) == "quanta-gateway"
+
+
+class TestGatewayAutoscaling:
+    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+        assert not [d for d in render() if d["kind"] == "HorizontalPodAutoscaler"]
+
+    def test_cpu_hpa_and_no_fixed_replicas(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render({"gateway": {"autoscaling": {"enabled": True, "targetCPUUtilizationPercentage": 60}}})
+        hpa = one(docs, "HorizontalPodAutoscaler", "-gateway")
+        assert jmespath.search("spec.metrics[0].resource.target.averageUtilization", hpa) == 60
+        assert "replicas" not in one(docs, "Deployment", "-gateway")["spec"]
+
+
+class TestWorkerKeda:
+    def test_off_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render()
+        assert not [d for d in docs if d["kind"] in ("ScaledObject", "TriggerAuthentication")]
+        assert one(docs, "Deployment", "-worker")["spec"]["replicas"] == 2
+
+    def test_redis_streams_lag_trigger_that_scales_to_zero(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render({"worker": {"autoscaling": {"keda": {"enabled": True, "activationLagCount": 3, "lagCount": 9}}}})
+        scaled = one(docs, "ScaledObject")
+        trigger = scaled["spec"]["triggers"][0]
+        assert scaled["spec"]["minReplicaCount"] == 0
+        assert trigger["type"] == "redis-streams"
+        assert trigger["metadata"] == {
+            "address": "quanta-redis:6379", "stream": "quanta:tasks", "consumerGroup": "workers",
+            "lagCount": "9", "activationLagCount": "3",
+        }  # fmt: skip
+        assert "replicas" not in one(docs, "Deployment", "-worker")["spec"]
+        assert "authenticationRef" not in trigger
+
+    def test_external_tls_redis_gets_a_trigger_authentication(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render(EXTERNAL | KEDA)
+        trigger = one(docs, "ScaledObject")["spec"]["triggers"][0]
+        assert trigger["metadata"]["address"] == "redis.example:6380"
+        assert trigger["metadata"]["databaseIndex"] == "2"
+        params = {r["parameter"] for r in one(docs, "TriggerAuthentication")["spec"]["secretTargetRef"]}
+        assert params == {"password", "ca", "cert", "key"}
+
+    def test_sentinel_uses_the_sentinel_streams_scaler(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        trigger = one(render(SENTINEL | KEDA), "ScaledObject")["spec"]["triggers"][0]
+        assert trigger["type"] == "redis-sentinel-streams"
+        assert (trigger["metadata"]["addresses"], trigger["metadata"]["sentinelMaster"]) == ("s0:26379,s1:26379", "q")
+
+
+class TestWorkerHpa:
+    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+        assert not [d for d in render() if d["kind"] == "HorizontalPodAutoscaler"]
+
+    def test_external_metric_from_prometheus_adapter(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        hpa = one(render({"worker": {"autoscaling": {"hpa": {"enabled": True}}}}), "HorizontalPodAutoscaler", "-worker")
+        assert jmespath.search("spec.metrics[0].external.metric.name", hpa) == "quanta_queue_lag"
+        assert jmespath.search("spec.metrics[0].external.target.averageValue", hpa) == "5"
+
+
+class TestWorker:
+    def test_probes_grace_period_and_settings(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        worker = one(render({"worker": {"terminationGracePeriodSeconds": 45, "livenessTimeoutSeconds": 90}}),
+                     "Deployment", "-worker")  # fmt: skip
+        spec = worker["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        assert spec["terminationGracePeriodSeconds"] == 45
+        assert jmespath.search("livenessProbe.httpGet.path", container) == "/livez"
+        assert jmespath.search("readinessProbe.httpGet.path", container) == "/readyz"
+        variables = env(worker)
+        assert variables["QUANTA_LIVENESS_TIMEOUT_S"] == "90" and variables["QUANTA_METRICS_PORT"] == "9100"
+        assert variables["QUANTA_WORKER_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+class TestEmbeddedRedis:
+    def test_on_by_default_with_aof_on_a_volume(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render()
+        redis = one(docs, "StatefulSet", "-redis")
+        args = redis["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--appendonly") + 1] == "yes"
+        assert jmespath.search("spec.volumeClaimTemplates[0].spec.resources.requests.storage", redis) == "2Gi"
+        assert redis["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+        assert env(one(docs, "Deployment", "-worker"))["QUANTA_REDIS_URL"] == "redis://quanta-redis:6379/0"
+
+    def test_without_persistence_an_empty_dir(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        redis = one(render({"redis": {"embedded": {"persistence": {"enabled": False}}}}), "StatefulSet", "-redis")
+        assert "volumeClaimTemplates" not in redis["spec"]
+        assert {"name": "data", "emptyDir": {}} in redis["spec"]["template"]["spec"]["volumes"]
+
+
+class TestExternalRedis:
+    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+        variables = [env(d) for d in render() if d["kind"] == "Deployment"]
+        assert all("QUANTA_REDIS_TLS_CA_FILE" not in v for v in variables)
+
+    def test_tls_with_ca_and_client_certificate(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render(EXTERNAL)
+        assert not [d for d in docs if d["kind"] == "StatefulSet"]
+        for role in ("-gateway", "-worker"):
+            deployment = one(docs, "Deployment", role)
+            variables = env(deployment)
+            assert variables["QUANTA_REDIS_URL"] == "rediss://redis.example:6380/2"
+            assert variables["QUANTA_REDIS_TLS_CA_FILE"] == "/etc/quanta/redis-tls/ca.crt"
+            assert variables["QUANTA_REDIS_TLS_CERT_FILE"] == "/etc/quanta/redis-tls/tls.crt"
+            assert variables["QUANTA_REDIS_PASSWORD"] == {"secretKeyRef": {"name": "redis-auth", "key": "password"}}
+            volumes = deployment["spec"]["template"]["spec"]["volumes"]
+            assert {"name": "redis-tls", "secret": {"secretName": "redis-tls"}} in volumes
+
+    def test_sentinel(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        variables = env(one(render(SENTINEL), "Deployment", "-worker"))
+        assert variables["QUANTA_REDIS_SENTINELS"] == "s0:26379,s1:26379"
+        assert variables["QUANTA_REDIS_SENTINEL_MASTER"] == "q"
+        assert variables["QUANTA_REDIS_SENTINEL_PASSWORD"]["secretKeyRef"]["key"] == "sentinel-password"
+
+
+class TestCatalogAndData:
+    def test_the_sample_from_the_worker_image_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render()
+        catalog = tomllib.loads(one(docs, "ConfigMap", "-catalog")["data"]["catalog.toml"])
+        assert catalog["datasets"]["watdiv-100k"]["path"] == "/opt/quanta/data/watdiv-100k.hdt"
+        assert catalog["datasets"]["watdiv-100k"]["quantum_ms"] == 75
+        assert not [d for d in docs if d["kind"] in ("PersistentVolumeClaim", "Job")]
+
+    def test_infinite_quantum_and_backend(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        dataset = {"path": "/mnt/d.hdt", "quantumMs": "inf", "maxResults": 10, "planMode": "value",
+                   "planThresholdBytes": 0, "backend": "pyhdt"}  # fmt: skip
+        text = one(render({"catalog": {"d": dataset}, "tests": {"dataset": "d"}}), "ConfigMap", "-catalog")["data"]
+        catalog = tomllib.loads(text["catalog.toml"])["datasets"]["d"]
+        assert (
+            catalog["quantum_ms"] == float("inf") and catalog["backend"] == "pyhdt" and catalog["path"] == "/mnt/d.hdt"
+        )
+
+    def test_a_read_only_volume_and_a_loader_job(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        values = {
+            "data": {"source": "volume", "volume": {"accessModes": ["ReadWriteMany"]}},
+            "loader": {"enabled": True, "jobs": [{"dataset": "watdiv-100k", "inputs": ["dumps/w.nt.gz"]}]},
+        }
+        docs = render(values)
+        claim = one(docs, "PersistentVolumeClaim")
+        assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        mounts = one(docs, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        assert {"name": "data", "mountPath": "/opt/quanta/data", "readOnly": True} in mounts
+        job = one(docs, "Job")
+        assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
+            "/opt/quanta/data/dumps/w.nt.gz", "--output", "/opt/quanta/data/watdiv-100k.hdt",
+        ]  # fmt: skip
+
+
+class TestSigningKeys:
+    def test_generated_when_none_given(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        secret = one(render(), "Secret", "-signing-keys")
+        kid, _, key = base64.b64decode(secret["data"]["QUANTA_SECRET_KEYS"]).decode().partition(":")
+        assert kid == "k1" and len(key) == 43
+
+    def test_given_keys_in_order_first_signs(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        keys = [{"id": "k2", "secret": "n" * 20}, {"id": "k1", "secret": "o" * 20}]
+        secret = one(render({"signingKeys": {"keys": keys}}), "Secret", "-signing-keys")
+        assert base64.b64decode(secret["data"]["QUANTA_SECRET_KEYS"]).decode() == f"k2:{'n' * 20},k1:{'o' * 20}"
+
+    def test_an_existing_secret_is_used_not_made(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        docs = render({"signingKeys": {"existingSecret": "mine"}})
+        assert not [d for d in docs if d["kind"] == "Secret"]
+        assert env(one(docs, "Deployment", "-gateway"))["QUANTA_SECRET_KEYS"]["secretKeyRef"]["name"] == "mine"
+
+
+class TestMonitoring:
+    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+        assert not [d for d in render() if d["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule")]
+
+    def test_monitors_and_rules_carry_the_selector_labels(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        on = {"enabled": True}
+        values = {"monitoring": {"labels": {"release": "kps"}, "serviceMonitor": on, "podMonitor": on,
+                                 "prometheusRule": on}}  # fmt: skip
+        docs = render(values)
+        for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+            assert one(docs, kind)["metadata"]["labels"]["release"] == "kps", kind
+        assert jmespath.search("spec.podMetricsEndpoints[0].port", one(docs, "PodMonitor")) == "metrics"
+        assert jmespath.search("spec.endpoints[0].port", one(docs, "ServiceMonitor")) == "http"
+
+
+class TestNetworkPolicy:
+    def test_workers_reach_only_redis_and_dns(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        policy = one(render(), "NetworkPolicy", "-worker")
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        to = jmespath.search("spec.egress[1].to[0].podSelector.matchLabels", policy)
+        assert to["app.kubernetes.io/component"] == "redis"
+        assert [p["port"] for p in policy["spec"]["egress"][0]["ports"]] == [53, 53]
+
+    def test_redis_takes_only_the_release(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        policy = one(render(), "NetworkPolicy", "-redis")
+        selector = jmespath.search("spec.ingress[0].from[0].podSelector.matchExpressions[1]", policy)
+        assert selector["values"] == ["gateway", "worker", "loader"]
+
+    def test_can_be_turned_off(self, render) -> None:  # type: ignore[no-untyped-def]
+        assert not [d for d in render({"networkPolicy": {"enabled": False}}) if d["kind"] == "NetworkPolicy"]
+
+
+class TestSecurity:
+    @pytest.mark.parametrize("values", [{}, KEDA | {"loader": {}}], ids=["defaults", "keda"])
+    def test_every_pod_is_restricted(self, render, values) -> None:  # type: ignore[no-untyped-def]
+        for doc in render(values):
+            spec = jmespath.search("spec.template.spec", doc) or (doc["spec"] if doc["kind"] == "Pod" else None)
+            if spec is None:
+                continue
+            name = doc["metadata"]["name"]
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            assert spec["automountServiceAccountToken"] is False, name
+            for container in spec["containers"]:
+                context = container["securityContext"]
+                assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+                assert context["capabilities"] == {"drop": ["ALL"]}, name
+                assert container["resources"]["limits"]["memory"], name
+
+    def test_host_network_only_when_asked(self, render) -> None:  # type: ignore[no-untyped-def]
+        def host(docs: list[dict[str, Any]]) -> set[bool]:
+            return {
+                bool(jmespath.search("spec.template.spec.hostNetwork", d)) for d in docs if d["kind"] == "Deployment"
+            }
+
+        assert host(render()) == {False}
+        assert host(render({"hostNetwork": True, "gateway": {"port": 18000}, "worker": {"metricsPort": 19100}})) == {
+            True
+        }
+
+
+class TestHelmTest:
+    def test_a_query_pod_hook(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        pod = one(render(), "Pod", "-test-query")
+        assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        args = pod["spec"]["containers"][0]["args"]
+        assert args[1] == "http://quanta-gateway:80/v1/datasets/watdiv-100k/query" and args[3] == "3"
