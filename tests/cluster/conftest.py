@@ -29,6 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a real Kubernetes API server (scripts/k8s/cluster.sh)")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Clusters take a while to start: these tiers run from scripts/k8s/test.sh (or QUANTA_K8S_CLUSTER=1)."""
+    if os.environ.get("QUANTA_K8S_REQUIRED") == "1" or os.environ.get("QUANTA_K8S_CLUSTER") == "1":
+        return
+    skip = pytest.mark.skip(reason="a cluster tier: run scripts/k8s/test.sh apiserver|pods|keda")
+    for item in items:
+        if "cluster" in item.keywords:
+            item.add_marker(skip)
+
+
 def require(*names: str) -> None:
     missing = [n for n in names if not (TOOLS / n).exists()]
     if missing:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -43,8 +43,11 @@ def sentinel_options(settings: RedisSettings) -> dict[str, Any]:
 
 def sync_client(settings: RedisSettings, **extra: Any) -> redis.Redis:
     if settings.sentinels:
-        sentinel = redis.sentinel.Sentinel(settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings))
-        return sentinel.master_for(settings.sentinel_master, **{**client_options(settings), **extra})
+        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+            settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings)
+        )
+        master = sentinel.master_for(settings.sentinel_master, **{**client_options(settings), **extra})  # type: ignore[no-untyped-call]
+        return cast(redis.Redis, master)
     if settings.url.startswith("unix://"):
         return redis.Redis.from_url(settings.url, **{"socket_timeout": settings.socket_timeout_s, **extra})
     host, port = settings.address()
@@ -53,10 +56,11 @@ def sync_client(settings: RedisSettings, **extra: Any) -> redis.Redis:
 
 def async_client(settings: RedisSettings, **extra: Any) -> redis.asyncio.Redis:
     if settings.sentinels:
-        sentinel = redis.asyncio.sentinel.Sentinel(
+        sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
             settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings)
         )
-        return sentinel.master_for(settings.sentinel_master, **{**client_options(settings), **extra})
+        master = sentinel.master_for(settings.sentinel_master, **{**client_options(settings), **extra})
+        return cast(redis.asyncio.Redis, master)
     if settings.url.startswith("unix://"):
         return redis.asyncio.Redis.from_url(settings.url, **{"socket_timeout": settings.socket_timeout_s, **extra})
     host, port = settings.address()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -35,16 +36,16 @@ class RedisSettings:
     sentinel_password: str | None = None
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> RedisSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RedisSettings:
         """QUANTA_REDIS_URL, QUANTA_REDIS_TIMEOUT_S, QUANTA_REDIS_CONNECT_TIMEOUT_S, ...: each field's
         name in upper case after QUANTA_REDIS_ (socket_timeout_s is QUANTA_REDIS_TIMEOUT_S)."""
-        env = os.environ if env is None else env
+        source: Mapping[str, str] = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in fields(cls):
             name = "QUANTA_REDIS_" + ("TIMEOUT_S" if f.name == "socket_timeout_s" else f.name.upper())
             if f.name == "url":
                 name = "QUANTA_REDIS_URL"
-            raw = env.get(name)
+            raw = source.get(name)
             if raw is None or raw == "":
                 continue
             values[f.name] = _parse(name, raw, f.default)

@@ -24,9 +24,9 @@ import collections
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import hiredis
-from redis.connection import parse_url
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
 from quanta.common.settings import RedisSettings
@@ -123,7 +123,7 @@ class RespPool:
             async with asyncio.timeout(self.connect_timeout_s):
                 if s.url.startswith("unix://"):
                     _, conn = await asyncio.get_running_loop().create_unix_connection(
-                        RespConnection, parse_url(s.url)["path"]
+                        RespConnection, urlsplit(s.url).path
                     )
                 else:
                     host, port = await self._master() if s.sentinels else s.address()

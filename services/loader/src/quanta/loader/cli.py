@@ -9,13 +9,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 from typing import Any
 
 from quanta.loader import memory
-from quanta.loader.build import LoadError, Options, load
+from quanta.loader.build import LoadError, Options, Problem, load
 from quanta.loader.progress import ProgressBar, SkipReporter
+
+log = logging.getLogger("quanta.loader")
+
+
+class _JsonLines(logging.Formatter):
+    """Not on a terminal (a Kubernetes Job): one JSON object per line, as every role logs
+    (quanta.common.logs; the loader does not depend on quanta-common)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 6), "level": record.levelname.lower(), "logger": record.name,
+               "pid": record.process, "msg": record.getMessage(), **getattr(record, "fields", {})}  # fmt: skip
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def _json_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonLines())
+    log.handlers[:] = [handler]
+    log.propagate = False
+    log.setLevel(logging.INFO)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -64,23 +87,38 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Interrupted
 
 
+class JsonSkipReporter(SkipReporter):
+    """Not on a terminal (a Kubernetes Job): each skipped statement is one JSON log record."""
+
+    def skipped(self, problem: Problem) -> None:
+        log.warning("skipped a malformed statement", extra={"fields": {"problem": problem.__dict__}})
+
+
 def run(args: argparse.Namespace) -> int:
     interactive = sys.stderr.isatty()
-    listener = ProgressBar() if interactive else SkipReporter()
+    if not interactive:
+        _json_logging()
+    listener = ProgressBar() if interactive else JsonSkipReporter()
     options = Options(output=args.output, base_uri=args.base_uri, on_error=args.on_error, max_memory=args.max_memory)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         summary = load(args.inputs, options, listener)
     except LoadError as e:
         _clear(listener)
-        print(f"quanta load: error: {e}", file=sys.stderr)
+        if interactive:
+            print(f"quanta load: error: {e}", file=sys.stderr)
+        else:
+            log.error("load failed", extra={"fields": {"error": str(e), "exit_status": e.exit_code}})
         if not sys.stdout.isatty():
             problem = e.problem.__dict__ if e.problem else None
             print(json.dumps({"error": {"message": str(e), "statement": problem, "exit_status": e.exit_code}}))
         return e.exit_code
     except (KeyboardInterrupt, Interrupted):
         _clear(listener)
-        print("quanta load: interrupted; no output written", file=sys.stderr)
+        if interactive:
+            print("quanta load: interrupted; no output written", file=sys.stderr)
+        else:
+            log.error("interrupted; no output written")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -105,3 +143,14 @@ def _print_human(s: dict[str, Any]) -> None:
         f"HDT + index {memory.format_size(s['bytes_out'])} ({s['bytes_per_triple']} bytes/triple); "
         f"peak memory {memory.format_size(s['peak_memory_bytes'])}; version {s['version_id'][:16]}"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m quanta.loader.cli`: the same command without the `quanta` entry point (the loader image)."""
+    parser = argparse.ArgumentParser(prog="quanta load")
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

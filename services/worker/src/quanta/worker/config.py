@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,20 +29,20 @@ class WorkerSettings:
     redis: RedisSettings = field(default_factory=RedisSettings)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> WorkerSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> WorkerSettings:
         """From the environment, then `overrides` that are not None (the command's flags)."""
-        env = os.environ if env is None else env
-        read = {
-            "catalog": env.get("QUANTA_CATALOG") or None,
-            "name": env.get("QUANTA_WORKER_NAME") or f"{socket.gethostname()}-{os.getpid()}",
-            "metrics_port": _int(env, "QUANTA_METRICS_PORT", 0),
-            "metrics_host": env.get("QUANTA_METRICS_HOST") or "0.0.0.0",
-            "reclaim_idle_ms": _int(env, "QUANTA_RECLAIM_IDLE_MS", 0),
-            "liveness_timeout_s": _float(env, "QUANTA_LIVENESS_TIMEOUT_S", 60.0),
-            "log_level": (env.get("QUANTA_LOG_LEVEL") or "INFO").upper(),
-            "redis": RedisSettings.from_env(env),
-        }
-        settings = replace(cls(**read), **{k: v for k, v in overrides.items() if v is not None})
+        source: Mapping[str, str] = os.environ if env is None else env
+        read = cls(
+            catalog=source.get("QUANTA_CATALOG") or None,
+            name=source.get("QUANTA_WORKER_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+            metrics_port=_int(source, "QUANTA_METRICS_PORT", 0),
+            metrics_host=source.get("QUANTA_METRICS_HOST") or "0.0.0.0",
+            reclaim_idle_ms=_int(source, "QUANTA_RECLAIM_IDLE_MS", 0),
+            liveness_timeout_s=_float(source, "QUANTA_LIVENESS_TIMEOUT_S", 60.0),
+            log_level=(source.get("QUANTA_LOG_LEVEL") or "INFO").upper(),
+            redis=RedisSettings.from_env(source),
+        )
+        settings = replace(read, **{k: v for k, v in overrides.items() if v is not None})
         if settings.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise SettingsError(f"QUANTA_LOG_LEVEL: {settings.log_level!r} is not debug, info, warning or error")
         if settings.liveness_timeout_s <= 0:
@@ -49,7 +50,7 @@ class WorkerSettings:
         return settings
 
 
-def _int(env: dict[str, str] | os._Environ[str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name) or ""
     try:
         return int(raw) if raw else default
@@ -57,7 +58,7 @@ def _int(env: dict[str, str] | os._Environ[str], name: str, default: int) -> int
         raise SettingsError(f"{name}: not an integer: {raw!r}") from None
 
 
-def _float(env: dict[str, str] | os._Environ[str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name) or ""
     try:
         return float(raw) if raw else default
