@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from quanta.engine.errors import UnsupportedQuery
+from quanta.sparql.errors import UnsupportedQuery
 from quanta.engine.execute import execute
-from quanta.engine.storage import BACKENDS, TripleStore, open_store
+from quanta.engine.storage import TripleStore, available_backends, open_store
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make the helpers importable
 
@@ -102,7 +102,7 @@ class Datasets:
         return store
 
 
-TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
 
 
 @pytest.fixture(scope="session", params=TEST_BACKENDS)

@@ -13,12 +13,12 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.storage import BACKENDS, TripleStore, open_store
+from quanta.engine.storage import TripleStore, available_backends, open_store
 from quanta.engine.testing import shared_dir, write_hdt
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"
-TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
 
 
 @pytest.fixture(scope="session", params=TEST_BACKENDS)

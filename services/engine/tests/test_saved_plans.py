@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quanta.engine.errors import DatasetMismatch, InvalidPlan, QuantaError
+from quanta.sparql.errors import DatasetMismatch, InvalidPlan, QuantaError
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.operators import BUILDERS
 from quanta.engine.plan import Plan
@@ -128,6 +128,7 @@ CROSS_QUERIES = [(GOLDEN / f"{p.stem}.rq").read_text() for p in GOLDEN_PLANS] + 
 
 @pytest.fixture(scope="module")
 def both_backends(watdiv_copy: Path) -> dict[str, TripleStore]:
+    pytest.importorskip("hdt", reason="pyHDT (quanta-engine[pyhdt]) is the other backend")
     return {b: open_store(str(watdiv_copy), name="watdiv-100k", backend=b) for b in BACKENDS}
 
 

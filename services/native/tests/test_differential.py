@@ -12,6 +12,8 @@ from itertools import islice
 
 import pytest
 
+pytest.importorskip("hdt", reason="pyHDT (quanta-engine[pyhdt]) is the reference")
+
 from quanta.engine.storage.hdt import HdtStore
 from quanta.engine.storage.native import NativeStore
 

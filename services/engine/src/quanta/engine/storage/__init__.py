@@ -8,6 +8,7 @@ joins and FILTER equality compare integers. 0 is the wildcard in a pattern
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from typing import Protocol
@@ -51,7 +52,7 @@ class TripleStore(Protocol):
 
 
 BACKENDS = ("native", "pyhdt")
-DEFAULT_BACKEND = "pyhdt"  # native becomes the default once the install builds it (issue 13, step 5)
+DEFAULT_BACKEND = "native"
 BACKEND_ENV = "QUANTA_BACKEND"
 
 
@@ -63,6 +64,14 @@ def backend_name(backend: str | None = None) -> str:
     if chosen not in BACKENDS:
         raise ValueError(f"unknown storage backend {chosen!r} (expected one of {', '.join(BACKENDS)})")
     return chosen
+
+
+def available_backends() -> list[str]:
+    """The backends this installation can open (pyHDT is optional)."""
+    found = ["native"]
+    if importlib.util.find_spec("hdt") is not None:
+        found.append("pyhdt")
+    return found
 
 
 def side_index_path(path: str, backend: str | None = None) -> str:
@@ -79,7 +88,10 @@ def open_store(path: str, name: str | None = None, backend: str | None = None) -
     Both read the same HDT file and give the same ids and orders, so a plan
     saved on one resumes on the other."""
     if backend_name(backend) == "pyhdt":
-        from quanta.engine.storage.hdt import HdtStore
+        try:
+            from quanta.engine.storage.hdt import HdtStore
+        except ImportError as error:
+            raise ValueError("the pyhdt backend needs pyHDT: install quanta-engine[pyhdt]") from error
 
         return HdtStore(path, name=name)
     from quanta.engine.storage.native import NativeStore
