@@ -274,7 +274,7 @@ def run_ours(store: Any, text: str) -> tuple[int, float, float, float]:
 def bench_totals(
     store: Any, queries: list[Query], ox: Oxigraph | None, truth: dict[str, tuple[int, float]] | None, runs: int
 ) -> tuple[dict[str, Any], list[str]]:
-    from quanta.engine.sparql import parse as parse_module
+    from quanta.sparql import parse as parse_module
 
     failures: list[str] = []
     groups = distinct(queries)
@@ -679,8 +679,8 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
     from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
 
-    from quanta.engine.sparql import parse as parse_module
     from quanta.engine.sparql.compile import compile_query
+    from quanta.sparql import parse as parse_module
 
     by_template: dict[str, list[Query]] = defaultdict(list)
     for q in queries:

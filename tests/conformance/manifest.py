@@ -1,6 +1,9 @@
 """W3C SPARQL test manifests and result sets, read independently of the engine.
 
 Nothing here imports the engine: the harness must not share the code it checks.
+Which tests the server must refuse is the service's own decision, though
+(`quanta.sparql.fragment`, the classifier the engine refuses through): the
+evaluated tests check that it accepts nothing the engine answers wrongly.
 Terms are compared in one canonical form (`Term` tuples):
 
     ("iri", iri)
@@ -27,11 +30,10 @@ import rdflib
 from rdflib import RDF, BNode, Graph, Literal, URIRef
 from rdflib.collection import Collection
 from rdflib.namespace import Namespace
-from rdflib.paths import InvPath, SequencePath
-from rdflib.paths import Path as PropertyPath
 from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
-from rdflib.plugins.sparql.parserutils import CompValue
+
+from quanta.sparql import fragment
 
 # Keep lexical forms as written ("01"^^xsd:integer is not "1"^^xsd:integer).
 rdflib.NORMALIZE_LITERALS = False
@@ -324,80 +326,12 @@ def show(term: Term) -> str:
 
 # -- the server fragment --
 
-CASTS = {XSD + t for t in ("string", "integer", "decimal", "float", "double", "boolean", "dateTime")}
-_PATTERNS = {
-    "LeftJoin": "OPTIONAL",
-    "Minus": "MINUS",
-    "Distinct": "DISTINCT",
-    "OrderBy": "ORDER BY",
-    "Group": "GROUP BY",
-    "AggregateJoin": "aggregates",
-    "Graph": "GRAPH",
-    "ServiceGraphPattern": "SERVICE",
-    "Project": "subquery",
-    "Slice": "subquery",
-    "Reduced": "subquery",
-    "Builtin_EXISTS": "EXISTS",
-    "Builtin_NOTEXISTS": "NOT EXISTS",
-    "Builtin_NOW": "NOW",
-    "Builtin_RAND": "RAND",
-    "Builtin_UUID": "UUID",
-    "Builtin_STRUUID": "STRUUID",
-}
 
-
-def client_side(text: str) -> set[str]:
+def client_side(text: str) -> list[str]:
     """What puts a query outside the server fragment (empty if it is inside),
-    from rdflib's algebra. The fragment: BGP with sequence and inverse paths,
-    UNION, FILTER and BIND over deterministic builtins (not BNODE() without
-    argument) and XSD casts, VALUES, a SELECT projection (with expressions),
-    top-level LIMIT/OFFSET/REDUCED, and ASK."""
-    query = translateQuery(parseQuery(text)).algebra
-    found: set[str] = set()
-    if query.name in ("ConstructQuery", "DescribeQuery"):
-        found.add(query.name.removesuffix("Query").upper())
-    if query.get("datasetClause"):
-        found.add("FROM")
-    node = query.p
-    for name in ("Slice", "Reduced", "Project"):  # the top-level modifiers, outermost first
-        if node.name == name:
-            node = node.p
-    _walk(node, found)
-    return found
-
-
-def _chain(term: Any) -> bool:
-    """A term, or a path the server expands into a chain of triple patterns:
-    sequences (p/q) and inverses (^p) of IRIs. Closures (*, +, ?), alternatives
-    and negated sets are client-side."""
-    if isinstance(term, InvPath):
-        return _chain(term.arg)
-    if isinstance(term, SequencePath):
-        return all(_chain(step) for step in term.args)
-    return not isinstance(term, PropertyPath)
-
-
-def _walk(node: Any, found: set[str]) -> None:
-    if isinstance(node, CompValue):
-        name = node.name
-        if name in _PATTERNS:
-            found.add(_PATTERNS[name])
-        elif name.startswith("Aggregate_"):
-            found.add("aggregates")
-        elif name == "ToMultiSet" and node.p.name != "values":
-            found.add("subquery")
-        elif name == "Function" and str(node.iri) not in CASTS:
-            found.add("extension function")
-        elif name == "Builtin_BNODE" and "arg" not in node:
-            found.add("BNODE()")  # a fresh node per call: not deterministic across quanta
-        elif name == "BGP" and not all(_chain(t) for triple in node.triples for t in triple):
-            found.add("property path")
-        for key, value in node.items():
-            if not key.startswith("_"):
-                _walk(value, found)
-    elif isinstance(node, list | tuple):
-        for item in node:
-            _walk(item, found)
+    by the service's one classifier (`quanta.sparql.fragment`), on rdflib's
+    algebra of the text."""
+    return fragment.query_refusals(translateQuery(parseQuery(text)).algebra)
 
 
 # -- comparison --

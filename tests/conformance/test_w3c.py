@@ -3,11 +3,12 @@ quanta: every query is suspended and resumed after each (tiny) quantum or two
 results, so a plan state that is saved or restored wrongly shows up as a wrong
 answer.
 
-Each test is classified from its query, independently of the engine
-(`manifest.client_side`): `test_evaluation` runs the queries of the server
-fragment and compares their results; `test_refused` checks that every other
-query is refused with UnsupportedQuery (the smart client runs it: the server
-must never answer it silently). See README.md for the skip and xfail lists.
+Each test is classified from its query by the service's classifier of the
+server fragment (`quanta.sparql.fragment`, through `manifest.client_side`):
+`test_evaluation` runs the queries of the server fragment and compares their
+results; `test_refused` checks that every other query is refused with
+UnsupportedQuery naming its first client-side operator (the smart client
+runs it: the server must never answer it silently). See README.md for the skip and xfail lists.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from quanta.sparql.errors import UnsupportedQuery
 from quanta.engine.execute import execute
 from quanta.engine.storage import TripleStore, available_backends, open_store
+from quanta.sparql.errors import UnsupportedQuery
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make the helpers importable
 
@@ -70,7 +71,7 @@ def _classify(cases: list[Case]) -> tuple[list[object], list[object]]:
         marks: list[pytest.MarkDecorator] = []
         if case.id in SKIPS:
             marks.append(pytest.mark.skip(reason=SKIPS[case.id]))
-            evaluation.append(pytest.param(case, set(), id=case.id, marks=marks))
+            evaluation.append(pytest.param(case, [], id=case.id, marks=marks))
             continue
         if case.id in ENGINE_BUGS:
             marks.append(pytest.mark.xfail(strict=True, reason=ENGINE_BUGS[case.id]))
@@ -135,7 +136,7 @@ def run(store: TripleStore, query: str) -> Answer:
 
 
 @pytest.mark.parametrize(("case", "operators"), EVALUATION)
-def test_evaluation(case: Case, operators: set[str], datasets: Datasets) -> None:
+def test_evaluation(case: Case, operators: list[str], datasets: Datasets) -> None:
     """A query of the server fragment gives the expected results (named graphs,
     if the test has any, cannot matter: the query reads only the default graph)."""
     assert case.result is not None
@@ -144,10 +145,11 @@ def test_evaluation(case: Case, operators: set[str], datasets: Datasets) -> None
 
 
 @pytest.mark.parametrize(("case", "operators"), REFUSED)
-def test_refused(case: Case, operators: set[str], datasets: Datasets) -> None:
+def test_refused(case: Case, operators: list[str], datasets: Datasets) -> None:
     """A query outside the fragment (`operators` says why) is refused, never answered."""
-    with pytest.raises(UnsupportedQuery):
+    with pytest.raises(UnsupportedQuery) as refused:
         run(datasets.store(case.data), query_text(case))
+    assert refused.value.operator == operators[0]
 
 
 def check(expected: Results, answer: Answer, value_compared: bool = False) -> None:

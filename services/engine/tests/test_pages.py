@@ -9,9 +9,9 @@ import json
 import pytest
 
 from quanta.engine.execute import execute
-from quanta.engine.results import json_bindings_text
 from quanta.engine.storage import TripleStore, open_store
 from quanta.engine.testing import write_hdt
+from quanta.sparql.results import json_bindings_text
 
 EX = "http://example.org/"
 ODD = [

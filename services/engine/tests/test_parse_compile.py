@@ -1,43 +1,16 @@
-"""Parsing (errors with positions, the shape cache) and the server fragment's
-boundary: everything outside it is refused, naming the operator."""
+"""Compiling parsed queries: constants found in the data, and the server
+fragment's boundary (everything outside it is refused, naming the operator)."""
 
 from __future__ import annotations
 
 import pytest
 
-from quanta.engine.errors import QuerySyntaxError, UnsupportedQuery
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.sparql.parse import _parse_shape, normalize, parse
 from quanta.engine.storage import TripleStore
 from quanta.engine.testing import run_paged
+from quanta.sparql.errors import UnsupportedQuery
 
 EX = "PREFIX : <http://example.org/> "
-
-
-def test_syntax_error_has_line_and_column() -> None:
-    with pytest.raises(QuerySyntaxError) as error:
-        parse('SELECT * WHERE {\n  ?s <http://example.org/p> "x" ;\n  ?o }')
-    assert (error.value.line, error.value.column) == (3, 3)  # where `?o` starts
-    assert "line 3, column 3" in str(error.value)
-
-
-def test_instances_of_one_template_share_a_parse() -> None:
-    _parse_shape.cache_clear()
-    parse('SELECT * WHERE { ?s <http://example.org/p1> "a" }')
-    parse('SELECT * WHERE { ?s <http://example.org/p2> "b\\"c" }')
-    assert _parse_shape.cache_info().hits == 1
-
-
-def test_normalize_keeps_what_the_parser_needs() -> None:
-    text = (
-        "PREFIX x: <http://x/> BASE <http://b/> SELECT * WHERE { ?s <http://p> <rel> ; x:q "
-        '"1"^^<http://www.w3.org/2001/XMLSchema#integer>, "s"@en FILTER(<http://f>(?s)) }'
-    )
-    shape, constants = normalize(text)
-    assert "PREFIX x: <http://x/>" in shape and "BASE <http://b/>" in shape
-    assert "<rel>" in shape and "<http://f>(?s)" in shape
-    assert '"1"^^<http://www.w3.org/2001/XMLSchema#integer>' in shape
-    assert sorted(constants.values()) == ["http://p", "s"]
 
 
 def test_constants_with_escapes_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]

@@ -378,6 +378,116 @@ impl Chain {
         Ok(())
     }
 
+    /// The state in the layout the Python operators save (pre-order from the
+    /// top join: an index join `[mapping, left.., right offset]`, a merge join
+    /// `[mapping, group position, right offset, left..]`, a scan `[offset]`; a
+    /// mapping `[n, v1..vn]` without trailing unbound slots, `[-1]` for none).
+    /// None if a mapping holds an id below `-fixed` (a computed term, which
+    /// the Python side renumbers).
+    pub fn saved_layout(&self, fixed: i64) -> Option<Vec<i64>> {
+        let mut out = Vec::with_capacity(8 + self.joins.len() * (self.width + 3));
+        self.write_level(self.joins.len(), fixed, &mut out).then_some(out)
+    }
+
+    fn write_level(&self, level: usize, fixed: i64, out: &mut Vec<i64>) -> bool {
+        if level == 0 {
+            out.push(self.base.offset as i64);
+            return true;
+        }
+        let mapping = |out: &mut Vec<i64>, has: bool, current: &[i64]| -> bool {
+            if !has {
+                out.push(-1);
+                return true;
+            }
+            let n = current.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
+            out.push(n as i64);
+            out.extend_from_slice(&current[..n]);
+            current[..n].iter().all(|&v| v >= -fixed)
+        };
+        match &self.joins[level - 1] {
+            Join::Index { right, current, has_current, .. } => {
+                mapping(out, *has_current, current)
+                    && self.write_level(level - 1, fixed, out)
+                    && {
+                        out.push(right.offset as i64);
+                        true
+                    }
+            }
+            Join::Merge { right_offset, current, has_current, group_position, .. } => {
+                let ok = mapping(out, *has_current, current);
+                out.push(*group_position as i64);
+                out.push(*right_offset as i64);
+                ok && self.write_level(level - 1, fixed, out)
+            }
+        }
+    }
+
+    /// Read the Python layout (see `saved_layout`) value by value from `next`
+    /// into this chain's own layout (see `state`), checking it as the Python
+    /// operators do. Returns the state and whether a mapping holds an id
+    /// below `-fixed` (to be mapped by the Python side before `load`).
+    pub fn parse_layout(
+        &self,
+        next: &mut dyn FnMut() -> Result<i64, String>,
+        fixed: i64,
+    ) -> Result<(Vec<i64>, bool), String> {
+        let w = self.width;
+        // per level, bottom up: filled from the top down, so collect then order
+        let mut levels: Vec<Vec<i64>> = vec![Vec::new(); self.joins.len()];
+        let mut foreign = false;
+        let mut mapping = |next: &mut dyn FnMut() -> Result<i64, String>, out: &mut Vec<i64>| -> Result<(), String> {
+            let n = next()?;
+            if n < 0 {
+                out.push(0);
+                out.extend(std::iter::repeat_n(0, w));
+                return Ok(());
+            }
+            if n as usize > w {
+                return Err("saved mapping is wider than the plan".into());
+            }
+            out.push(1);
+            for _ in 0..n {
+                let v = next()?;
+                foreign |= v < -fixed;
+                out.push(v);
+            }
+            out.extend(std::iter::repeat_n(0, w - n as usize));
+            Ok(())
+        };
+        let count = |v: i64| -> Result<i64, String> {
+            if v < 0 {
+                Err(format!("saved position {v} out of range"))
+            } else {
+                Ok(v)
+            }
+        };
+        // index joins save their right offset after the left's state: remember them
+        let mut pending_right: Vec<(usize, bool)> = Vec::new();
+        for level in (1..=self.joins.len()).rev() {
+            let out = &mut levels[level - 1];
+            match &self.joins[level - 1] {
+                Join::Index { .. } => {
+                    mapping(next, out)?;
+                    pending_right.push((level - 1, true));
+                }
+                Join::Merge { .. } => {
+                    mapping(next, out)?;
+                    out.push(count(next()?)?);
+                    out.push(count(next()?)?);
+                }
+            }
+        }
+        let base = count(next()?)?;
+        for (index, _) in pending_right.iter().rev() {
+            levels[*index].push(count(next()?)?);
+        }
+        let mut state = vec![base];
+        for level in levels {
+            state.extend(level);
+        }
+        Ok((state, foreign))
+    }
+
     /// Up to `max_rows` rows (each `width` values, appended to `rows`),
     /// stopping right after the last one.
     pub fn run(

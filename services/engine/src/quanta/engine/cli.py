@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from quanta.engine.errors import QuantaError, QuerySyntaxError
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
-from quanta.engine.results import FORMATS, write
 from quanta.engine.storage import BACKENDS, open_store
+from quanta.sparql.errors import QuantaError, QuerySyntaxError
+from quanta.sparql.results import FORMATS, write
 
 DEFAULT_QUANTUM_MS = 75.0
 

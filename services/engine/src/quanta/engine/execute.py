@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from quanta.engine.context import Mapping, _unbounded
+from quanta.engine.context import _unbounded
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
-from quanta.engine.results import json_bindings_text
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+from quanta.sparql.results import json_bindings_text
+from quanta.sparql.term_table import Mapping
 
 Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, None = unbound
 

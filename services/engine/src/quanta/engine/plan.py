@@ -16,13 +16,14 @@ from functools import lru_cache
 
 from google.protobuf.message import DecodeError
 
-from quanta.engine.context import Context, Mapping, TermTable
-from quanta.engine.errors import DatasetMismatch, InvalidPlan
+from quanta.engine.context import Context
 from quanta.engine.operators import Operator, build
 from quanta.engine.operators.native import native_execution, nativize
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.errors import DatasetMismatch, InvalidPlan
+from quanta.sparql.term_table import Mapping, TermTable
 
 MAX_POOLED_TERMS = 10_000  # computed terms a pooled plan may keep in memory
 

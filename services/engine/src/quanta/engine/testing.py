@@ -14,9 +14,9 @@ from typing import Any
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
-from quanta.engine.results import nt_term
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+from quanta.sparql.results import nt_term
 
 Row = tuple[str | None, ...]
 Solution = tuple[tuple[str, str], ...]  # (variable, N-Triples term) pairs, sorted, unbound left out

@@ -1,18 +1,78 @@
-"""Errors the engine raises; each maps to one stable problem type at the HTTP edge."""
+"""The one list of error kinds, and the exceptions of the engine and the workers.
+
+Every error the service reports has an `ErrorKind`: its stable slug (the
+`Error.kind` string of a worker's reply on the Redis queue, and the last
+segment of the problem `type` URI at the HTTP edge), the HTTP status and
+the title the gateway answers with, and whether resending the same request
+later may succeed. The engine's exceptions name their kind; the worker
+copies it into its reply; the gateway builds its problem types from it.
+A new kind is added here and nowhere else.
+"""
 
 from __future__ import annotations
 
+from enum import Enum
+
+PROBLEM_BASE = "https://quanta.dev/problems/"
+
+
+class ErrorKind(Enum):
+    """slug, HTTP status, title, retryable (the same request may succeed later)."""
+
+    # the request
+    INVALID_REQUEST = ("invalid-request", 400, "The request body is not a valid query request")
+    SYNTAX_ERROR = ("syntax-error", 400, "The query does not parse")
+    INVALID_TOKEN = ("invalid-token", 400, "The next token was not issued by this service")
+    INVALID_PLAN = ("invalid-plan", 400, "The saved plan cannot be resumed by this version")
+    UNKNOWN_DATASET = ("unknown-dataset", 404, "No such dataset")
+    DATASET_MISMATCH = ("dataset-mismatch", 409, "The saved plan belongs to another dataset or another build of it")
+    PLAN_EXPIRED = ("plan-expired", 410, "The saved plan has expired")
+    BODY_TOO_LARGE = ("body-too-large", 413, "The request body is too large")
+    QUERY_TOO_LONG = ("query-too-long", 413, "The query is too long")
+    UNSUPPORTED_OPERATOR = ("unsupported-operator", 422, "The query uses an operator the server does not evaluate")
+    # the service
+    RATE_LIMITED = ("rate-limited", 429, "Too many requests from this client", True)
+    INTERNAL = ("internal", 500, "Internal error")
+    DEAD_LETTER = ("dead-letter", 500, "The task failed on every worker that tried it")
+    QUEUE_FULL = ("queue-full", 503, "The query queue is full", True)
+    REDIS_UNAVAILABLE = ("redis-unavailable", 503, "The queue is unreachable", True)
+    REPLY_TIMEOUT = ("reply-timeout", 504, "No worker replied in time", True)
+
+    slug: str
+    status: int
+    title: str
+    retryable: bool
+
+    def __new__(cls, slug: str, status: int, title: str, retryable: bool = False) -> ErrorKind:
+        kind = object.__new__(cls)
+        kind._value_ = slug
+        kind.slug, kind.status, kind.title, kind.retryable = slug, status, title, retryable
+        return kind
+
+    @property
+    def uri(self) -> str:
+        """The problem `type` URI (RFC 9457)."""
+        return PROBLEM_BASE + self.slug
+
+    @classmethod
+    def of(cls, slug: str) -> ErrorKind:
+        """The kind of a slug; INTERNAL for one this version does not know."""
+        return _BY_SLUG.get(slug, cls.INTERNAL)
+
+
+_BY_SLUG = {kind.slug: kind for kind in ErrorKind}
+
 
 class QuantaError(Exception):
-    """Base class. `kind` is a stable machine-readable name."""
+    """Base class of the errors a request can end with; `kind` says which."""
 
-    kind = "error"
+    kind = ErrorKind.INTERNAL
 
 
 class QuerySyntaxError(QuantaError):
     """The query text does not parse. Line and column are 1-based."""
 
-    kind = "syntax-error"
+    kind = ErrorKind.SYNTAX_ERROR
 
     def __init__(self, message: str, line: int, column: int) -> None:
         super().__init__(f"syntax error at line {line}, column {column}: {message}")
@@ -24,10 +84,11 @@ class QuerySyntaxError(QuantaError):
 class UnsupportedQuery(QuantaError):
     """The query uses an operator the preemptable server does not run.
 
-    `operator` names it (for example "OPTIONAL"): the smart client runs it.
+    `operator` names it (for example "OPTIONAL", see `quanta.sparql.fragment`):
+    the smart client runs it.
     """
 
-    kind = "unsupported-operator"
+    kind = ErrorKind.UNSUPPORTED_OPERATOR
 
     def __init__(self, operator: str, detail: str = "") -> None:
         text = f"{operator} is not evaluated server-side; the smart client runs it"
@@ -38,15 +99,27 @@ class UnsupportedQuery(QuantaError):
 class InvalidPlan(QuantaError):
     """A saved plan that cannot be decoded or describes an impossible plan."""
 
-    kind = "invalid-plan"
+    kind = ErrorKind.INVALID_PLAN
 
 
 class DatasetMismatch(QuantaError):
     """A saved plan built against another dataset, or another build of its file."""
 
-    kind = "dataset-mismatch"
+    kind = ErrorKind.DATASET_MISMATCH
 
     def __init__(self, expected: str, found: str) -> None:
         super().__init__(f"saved plan is for {found}, this is {expected}")
         self.expected = expected
         self.found = found
+
+
+class PlanExpired(QuantaError):
+    """A saved plan kept by reference is no longer in Redis."""
+
+    kind = ErrorKind.PLAN_EXPIRED
+
+
+class UnknownDataset(QuantaError):
+    """No dataset of that name."""
+
+    kind = ErrorKind.UNKNOWN_DATASET

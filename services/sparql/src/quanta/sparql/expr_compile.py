@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from rdflib.term import BNode, Literal, Node, URIRef
 
-from quanta.engine.context import Mapping, TermTable
-from quanta.engine.errors import InvalidPlan
-from quanta.engine.sparql.expr_values import (
+from quanta.plan.v1 import plan_pb2
+from quanta.sparql.errors import InvalidPlan
+from quanta.sparql.expr_values import (
     FALSE,
     LANG,
     STRING,
@@ -35,10 +35,10 @@ from quanta.engine.sparql.expr_values import (
     negate,
     plus,
 )
-from quanta.engine.sparql.functions import STRICT, iri
-from quanta.engine.sparql.functions_casts import CASTS
-from quanta.engine.sparql.functions_regex import regex, regex_of, replace, replace_with
-from quanta.plan.v1 import plan_pb2
+from quanta.sparql.functions import STRICT, iri
+from quanta.sparql.functions_casts import CASTS
+from quanta.sparql.functions_regex import regex, regex_of, replace, replace_with
+from quanta.sparql.term_table import Mapping, TermTable
 
 F = plan_pb2.Function
 Eval = Callable[[Mapping], Value | None]

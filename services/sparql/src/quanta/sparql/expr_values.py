@@ -16,7 +16,7 @@ import re
 import struct
 from decimal import ROUND_DOWN, Context, Decimal
 
-from quanta.engine.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
+from quanta.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"

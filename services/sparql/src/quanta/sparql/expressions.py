@@ -14,11 +14,10 @@ from typing import Any, Protocol
 
 from rdflib.term import BNode, Literal, Node, URIRef, Variable
 
-from quanta.engine.context import Mapping, TermTable
-from quanta.engine.errors import UnsupportedQuery
-from quanta.engine.sparql.expr_compile import Compiler
-from quanta.engine.sparql.functions_casts import CASTS
 from quanta.plan.v1 import plan_pb2
+from quanta.sparql.expr_compile import Compiler
+from quanta.sparql.functions_casts import CASTS
+from quanta.sparql.term_table import Mapping, TermTable
 
 F = plan_pb2.Function
 RDF_NIL = URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
@@ -99,15 +98,15 @@ _BUILTINS: dict[str, tuple[plan_pb2.Function, tuple[str, ...]]] = {
     "SHA512": (F.FUNCTION_SHA512, ("arg",)),
 }
 _LISTS = {"CONCAT": F.FUNCTION_CONCAT, "COALESCE": F.FUNCTION_COALESCE}
-# Different answers in different quanta of one query: the client runs them.
-_NON_DETERMINISTIC = {"NOW", "RAND", "UUID", "STRUUID"}
-_AGGREGATES = {"GroupConcat": "GROUP_CONCAT"}
+# The builtins translated (quanta.sparql.fragment: the server evaluates these).
+BUILTINS = frozenset({*_BUILTINS, *_LISTS, "IRI", "URI"})
 
 
 def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.Expr:
     """Translate an rdflib algebra expression into a protobuf Expr tree.
     `base` is the query's base IRI: IRI("x") resolves against it at run time,
-    so IRI calls carry it in `Call.iri`."""
+    so IRI calls carry it in `Call.iri`. The expression must be in the server
+    fragment (`quanta.sparql.fragment` refuses the others, naming them)."""
     if isinstance(expr, Variable):
         slot = scope.slot(expr)
         return plan_pb2.Expr() if slot is None else plan_pb2.Expr(variable=slot)
@@ -115,7 +114,7 @@ def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.E
         return plan_pb2.Expr(term=scope.term(expr))
     name = getattr(expr, "name", None)
     if not isinstance(name, str):
-        raise UnsupportedQuery("expression", repr(expr))
+        raise ValueError(f"not an expression: {expr!r}")
 
     def call(function: plan_pb2.Function, args: Iterable[Any], iri: str = "") -> plan_pb2.Expr:
         protos = [to_proto(a, scope, base) for a in args]
@@ -137,33 +136,22 @@ def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.E
     if name in ("UnaryNot", "UnaryMinus", "UnaryPlus"):
         unary = {"UnaryNot": F.FUNCTION_NOT, "UnaryMinus": F.FUNCTION_NEG, "UnaryPlus": F.FUNCTION_POS}
         return call(unary[name], [expr.expr])
-    if name == "Function":
-        iri = str(expr.iri)
-        args = _list(_param(expr, "expr"))
-        if iri not in CASTS:
-            raise UnsupportedQuery(f"<{iri}>", "extension functions are not evaluated server-side")
-        if len(args) != 1:
-            raise UnsupportedQuery(f"<{iri}>", "a cast takes one argument")
-        return call(F.FUNCTION_CAST, args, iri)
-    if name.startswith("Aggregate_"):
-        aggregate = name.removeprefix("Aggregate_")
-        raise UnsupportedQuery(_AGGREGATES.get(aggregate, aggregate.upper()))
+    if name == "Function" and str(expr.iri) in CASTS and len(_list(_param(expr, "expr"))) == 1:
+        return call(F.FUNCTION_CAST, _list(_param(expr, "expr")), str(expr.iri))
     builtin = name.removeprefix("Builtin_")
-    if builtin == "EXISTS":
-        raise UnsupportedQuery("EXISTS")
-    if builtin == "NOTEXISTS":
-        raise UnsupportedQuery("NOT EXISTS")
-    if builtin in _NON_DETERMINISTIC or (builtin == "BNODE" and _param(expr, "arg") is None):
-        raise UnsupportedQuery(builtin)
     if builtin in _LISTS:
         return call(_LISTS[builtin], _list(expr.arg))
     if builtin in ("IRI", "URI"):
         return call(F.FUNCTION_IRI, [expr.arg], base or "")
-    if name.startswith("Builtin_") and builtin in _BUILTINS:
+    if (
+        name.startswith("Builtin_")
+        and builtin in _BUILTINS
+        and not (builtin == "BNODE" and _param(expr, "arg") is None)
+    ):
         function, params = _BUILTINS[builtin]
         values = [_param(expr, p.rstrip("?")) for p in params]
         return call(function, [v for p, v in zip(params, values, strict=True) if v is not None or p[-1] != "?"])
-    raise UnsupportedQuery(builtin)
+    raise ValueError(f"{name} is outside the server fragment (quanta.sparql.fragment refuses it)")
 
 
 def _param(expr: Any, name: str) -> Any:

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from urllib.parse import quote, urljoin
 
-from quanta.engine.sparql.expr_dates import DateTime, format_tz
-from quanta.engine.sparql.expr_values import (
+from quanta.plan.v1 import plan_pb2
+from quanta.sparql.expr_dates import DateTime, format_tz
+from quanta.sparql.expr_values import (
     DATE,
     DATETIME,
     DECIMAL,
@@ -46,8 +47,7 @@ from quanta.engine.sparql.expr_values import (
     string,
     text_arg,
 )
-from quanta.engine.sparql.functions_regex import regex, replace
-from quanta.plan.v1 import plan_pb2
+from quanta.sparql.functions_regex import regex, replace
 
 F = plan_pb2.Function
 

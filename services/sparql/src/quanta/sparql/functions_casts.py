@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable
 from decimal import Decimal
 
-from quanta.engine.sparql.expr_dates import DateTime, format_datetime, parse_datetime
-from quanta.engine.sparql.expr_values import (
+from quanta.sparql.expr_dates import DateTime, format_datetime, parse_datetime
+from quanta.sparql.expr_values import (
     BOOLEAN,
     DATE,
     DATETIME,

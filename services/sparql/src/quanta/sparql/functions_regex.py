@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from quanta.engine.sparql.expr_values import ExprError, Lit, Value, boolean, like, simple_arg, text_arg
+from quanta.sparql.expr_values import ExprError, Lit, Value, boolean, like, simple_arg, text_arg
 
 # \p{...} classes Python's re can express (outside a character class).
 _CATEGORIES = {

@@ -18,9 +18,9 @@ from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
 from rdflib.term import Literal, Node, URIRef
 
-import quanta.engine.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
-from quanta.engine.errors import QuerySyntaxError
-from quanta.engine.terms import unescape_lexical
+import quanta.sparql.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
+from quanta.sparql.errors import QuerySyntaxError
+from quanta.sparql.terms import unescape_lexical
 
 PLACEHOLDER_IRI = "urn:quanta:constant:"
 PLACEHOLDER_STRING = "quanta-constant-"

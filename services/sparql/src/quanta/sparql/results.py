@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from xml.sax.saxutils import escape, quoteattr
 
-from quanta.engine.terms import escape_lexical, split_literal
+from quanta.sparql.terms import escape_lexical, split_literal
 
 FORMATS = {
     "json": "application/sparql-results+json",

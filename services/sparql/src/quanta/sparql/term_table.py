@@ -1,29 +1,54 @@
-"""What every operator of one running plan shares: the store, the quantum,
-the term table, and the mapping width."""
+"""The term table: RDF terms by integer id, for the operators and expressions of one plan.
+
+Ids come from a dictionary when there is one (a dataset's: `locate` and
+`extract`, as the engine's stores provide); every other term gets a negative
+id. A table with no dictionary at all (the client's) gives every term a
+negative id. 0 is "unbound" in a mapping.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Protocol
 
 from rdflib.term import Node
 
-from quanta.engine.quantum import Quantum
-from quanta.engine.storage import TripleStore
-from quanta.engine.terms import from_rdflib, to_rdflib
+from quanta.sparql.terms import from_rdflib, to_rdflib
 
 Mapping = tuple[int, ...]
-"""A solution mapping: one global term id per variable slot, 0 = unbound."""
+"""A solution mapping: one term id per variable slot, 0 = unbound."""
+
+
+class Dictionary(Protocol):
+    """Terms (dictionary syntax) to positive ids and back: a dataset's dictionary."""
+
+    def locate(self, term: str) -> int:
+        """The id of a term, 0 if the dictionary lacks it."""
+        ...
+
+    def extract(self, gid: int) -> str:
+        """The term of an id the dictionary gave."""
+        ...
+
+
+class NoDictionary:
+    """The dictionary of a table without one: every term is outside it."""
+
+    def locate(self, term: str) -> int:
+        return 0
+
+    def extract(self, gid: int) -> str:
+        raise KeyError(f"term id {gid}: this term table has no dictionary")
 
 
 class TermTable:
-    """Terms by global id. Dictionary terms come from the store; terms outside
-    it (query constants the data lacks, values computed by BIND) get negative
-    ids: -1 is `extra[0]`. Ids never change once given (expressions cache
-    them), so a table only grows; a pooled plan's table is dropped when large."""
+    """Terms by id. Dictionary terms have the dictionary's ids; terms outside
+    it (query constants the data lacks, values computed by BIND; every term
+    when `dictionary` is None) get negative ids: -1 is `extra[0]`. Ids never
+    change once given (expressions cache them), so a table only grows; a
+    pooled plan's table is dropped when large."""
 
-    def __init__(self, store: TripleStore, extra: list[str] | None = None) -> None:
-        self.store = store
+    def __init__(self, dictionary: Dictionary | None, extra: list[str] | None = None) -> None:
+        self.dictionary: Dictionary = dictionary if dictionary is not None else NoDictionary()
         self.extra: list[str] = []
         self._extra_ids: dict[str, int] = {}
         self._nodes: dict[int, Node] = {}
@@ -41,14 +66,14 @@ class TermTable:
     def intern(self, term: str) -> int:
         gid = self._extra_ids.get(term)
         if gid is None:
-            gid = self.store.locate(term) or self._add_extra(term)
+            gid = self.dictionary.locate(term) or self._add_extra(term)
         return gid
 
     def intern_node(self, node: Node) -> int:
         return self.intern(from_rdflib(node))
 
     def string(self, gid: int) -> str:
-        return self.extra[-gid - 1] if gid < 0 else self.store.extract(gid)
+        return self.extra[-gid - 1] if gid < 0 else self.dictionary.extract(gid)
 
     def node(self, gid: int) -> Node:
         """The rdflib term of an id, decoded once (FILTERs compare values)."""
@@ -104,22 +129,3 @@ class TermSaver:
         while out and out[-1] == 0:
             out.pop()
         return out
-
-
-def _unbounded() -> int | None:
-    return None
-
-
-@dataclass(slots=True)
-class Context:
-    store: TripleStore
-    quantum: Quantum
-    terms: TermTable
-    width: int  # number of variable slots
-    # how many more solutions the page takes (None: no bound); native chains
-    # size their batches so as never to read further than the Python operators would
-    wanted: Callable[[], int | None] = _unbounded
-
-    def widen(self, values: list[int] | tuple[int, ...]) -> Mapping:
-        """A trimmed mapping back to full width."""
-        return tuple(values) + (0,) * (self.width - len(values))

@@ -10,11 +10,11 @@ import redis
 
 from quanta.common import keys
 from quanta.common.catalog import Dataset
-from quanta.engine.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
+from quanta.sparql.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
 
 
 class Runner:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quanta.engine.context import Context, Mapping, TermSaver
+from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State
-from quanta.engine.sparql import expressions
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql import expressions
+from quanta.sparql.term_table import Mapping, TermSaver
 
 
 def _check_slots(expr: pb.Expr, ctx: Context) -> pb.Expr:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quanta.engine.context import Context, Mapping, TermSaver
+from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State, load_count, load_mapping, save_mapping
 from quanta.engine.operators.scan import Scan, binder
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.term_table import Mapping, TermSaver
 
 
 class IndexJoin(Operator):

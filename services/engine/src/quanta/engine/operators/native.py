@@ -19,13 +19,14 @@ import os
 from collections.abc import Callable, Iterator
 from time import perf_counter
 
-from quanta.engine.context import Context, Mapping, TermSaver
+from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.term_table import Mapping, TermSaver
 
 Demand = Callable[[], int | None]
 FIRST_BATCH = 32  # rows; doubles up to MAX_BATCH within a quantum

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quanta.engine.context import Context, Mapping, TermSaver
+from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State, load_count
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.term_table import Mapping, TermSaver
 
 
 class Slice(Operator):

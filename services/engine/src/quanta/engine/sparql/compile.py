@@ -1,9 +1,10 @@
 """Compile rdflib's SPARQL algebra into a preemptable physical plan.
 
-The server fragment: BGP, multiset UNION, FILTER over pure expressions,
-BIND, VALUES, SELECT projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1).
-Anything else is refused with UnsupportedQuery naming the operator the smart
-client must run.
+What the server evaluates is decided by `quanta.sparql.fragment`: anything
+else is refused first (UnsupportedQuery naming the operator the smart client
+must run), so what is refused never depends on the data. The fragment: BGP,
+multiset UNION, FILTER over pure expressions, BIND, VALUES, SELECT
+projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1).
 """
 
 from __future__ import annotations
@@ -14,34 +15,18 @@ from typing import Any
 from rdflib.paths import InvPath, Path, SequencePath
 from rdflib.term import BNode, Node, Variable
 
-from quanta.engine.context import Context, TermTable
-from quanta.engine.errors import UnsupportedQuery
+from quanta.engine.context import Context
 from quanta.engine.operators import Extend, Scan, Slice, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql import expressions
-from quanta.engine.sparql.parse import ParsedQuery, parse
 from quanta.engine.sparql.planner import Component, plan_join
 from quanta.engine.storage import TripleStore
-from quanta.engine.terms import from_rdflib
 from quanta.plan.v1 import plan_pb2 as pb
-
-# algebra node -> the operator to name when refusing it
-CLIENT_SIDE = {
-    "LeftJoin": "OPTIONAL",
-    "Minus": "MINUS",
-    "Distinct": "DISTINCT",
-    "OrderBy": "ORDER BY",
-    "Group": "GROUP BY",
-    "AggregateJoin": "aggregates",
-    "Graph": "GRAPH",
-    "ServiceGraphPattern": "SERVICE",
-    "Project": "subquery",
-    "Slice": "subquery",
-    "Reduced": "subquery",
-    "ConstructQuery": "CONSTRUCT",
-    "DescribeQuery": "DESCRIBE",
-}
+from quanta.sparql import expressions, fragment
+from quanta.sparql.errors import UnsupportedQuery
+from quanta.sparql.parse import ParsedQuery, parse
+from quanta.sparql.term_table import TermTable
+from quanta.sparql.terms import from_rdflib
 
 
 def compile_query(text: str, store: TripleStore) -> Plan:
@@ -77,10 +62,7 @@ class Compiler:
 
     def compile(self) -> Plan:
         query = self.parsed.algebra.algebra
-        if query.name in CLIENT_SIDE:
-            raise UnsupportedQuery(CLIENT_SIDE[query.name])
-        if query.get("datasetClause"):
-            raise UnsupportedQuery("FROM", "the service has one default graph per dataset")
+        fragment.check(query)
         node, skip, limit = query.p, 0, None
         if node.name == "Slice":
             skip, limit, node = node.start or 0, node.length, node.p
@@ -129,9 +111,7 @@ class Compiler:
             return self.values(node.p) if node.p.name == "values" else self.pattern(node.p, bound)
         if name == "values":
             return self.values(node)
-        if name == "AggregateJoin" and node.p.name == "Group" and node.p.get("expr"):
-            raise UnsupportedQuery("GROUP BY")
-        raise UnsupportedQuery(CLIENT_SIDE.get(name, name))
+        raise UnsupportedQuery(fragment.refusal(node) or name)  # fragment.check refused it already
 
     def group(self, node: Any, bound: frozenset[int]) -> Component:
         """A join group: its triple patterns and sub-patterns, and its FILTERs
@@ -153,7 +133,7 @@ class Compiler:
                 stack.append(n.p)
             else:
                 parts.append(n)
-        # compile everything first: what is refused must not depend on the data
+        # every part is compiled (its variables get their slots) even when a constant the data lacks empties the group
         components = [self.triple(t) for t in triples]
         subpatterns = [self.pattern(p, bound) for p in parts]
         if any(c is None for c in components):
@@ -165,7 +145,7 @@ class Compiler:
 
     def expand_path(self, triple: tuple[Node, Node | Path, Node]) -> list[tuple[Node, Node | Path, Node]]:
         """Sequence (p/q) and inverse (^p) paths are chains of triple
-        patterns; the other paths need a closure or a union: client-side."""
+        patterns (the other paths are the client's)."""
         s, path, o = triple
         if isinstance(path, InvPath):
             return self.expand_path((o, path.arg, s))
@@ -181,8 +161,6 @@ class Compiler:
 
     def triple(self, triple: tuple[Node, Node | Path, Node]) -> Component | None:
         """A scan, or None when a constant is not in the data (no match)."""
-        if any(isinstance(term, Path) for term in triple):
-            raise UnsupportedQuery("property path")
         codes = []
         constants = []
         for term in triple:
@@ -190,7 +168,7 @@ class Compiler:
                 codes.append(self.slot(term) << 1 | 1)
                 constants.append(0)
             else:
-                assert isinstance(term, Node)  # paths were expanded or refused above
+                assert isinstance(term, Node)  # paths were expanded, or refused by fragment.check
                 gid = self.term(term)
                 if gid <= 0:
                     return None

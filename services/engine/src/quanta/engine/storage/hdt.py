@@ -25,7 +25,7 @@ import hdt
 
 from quanta.engine.storage import Triple
 from quanta.engine.storage.version import META_SUFFIX, file_version
-from quanta.engine.terms import spellings
+from quanta.sparql.terms import spellings
 
 SUBJECT = hdt.IdentifierPosition.Subject
 PREDICATE = hdt.IdentifierPosition.Predicate

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from quanta.engine.storage import Triple
 from quanta.engine.storage.version import file_version
-from quanta.engine.terms import spellings
 from quanta.native import INDEX_SUFFIX, NativeHdt, build_index
+from quanta.sparql.terms import spellings
 
 
 def index_path(path: str) -> str:

@@ -1,0 +1,195 @@
+"""The server fragment: which parts of a query the preemptable server evaluates.
+
+One decision, made here for everyone: the engine's compiler refuses what is
+outside (`check`), the smart client sends the server the largest pieces
+inside and runs the rest itself (`refusal`, `refusals`), and the W3C
+conformance harness knows which tests the server must refuse.
+
+Inside: BGPs, with sequence and inverse property paths (chains of triple
+patterns); multiset UNION; FILTER and BIND over deterministic expressions
+(the builtins `quanta.sparql.expressions` translates, and XSD casts);
+VALUES; and at the top of a SELECT or ASK, the projection, LIMIT/OFFSET and
+REDUCED. Outside: what needs all mappings at once (OPTIONAL, MINUS,
+DISTINCT, ORDER BY, GROUP BY and aggregates, EXISTS, subqueries), other
+property paths, GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE, extension
+functions, and the functions that would answer differently in different
+quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()).
+
+Nodes are rdflib's SPARQL algebra (`CompValue`s, as `quanta.sparql.parse`
+gives them). Operators are named as the service's refusals name them (the
+`operator` member of an `unsupported-operator` problem).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rdflib.paths import InvPath, Path, SequencePath
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from quanta.sparql.errors import UnsupportedQuery
+from quanta.sparql.expressions import BUILTINS
+from quanta.sparql.functions_casts import CASTS
+
+# Graph patterns the server evaluates (ToMultiSet: only over VALUES).
+SERVER_PATTERNS = frozenset({"BGP", "Join", "Union", "Filter", "Extend", "ToMultiSet", "values"})
+# Expression nodes the server evaluates besides builtins and casts.
+SERVER_EXPRESSIONS = frozenset(
+    {
+        "ConditionalOrExpression",
+        "ConditionalAndExpression",
+        "RelationalExpression",
+        "AdditiveExpression",
+        "MultiplicativeExpression",
+        "UnaryNot",
+        "UnaryMinus",
+        "UnaryPlus",
+        "TrueFilter",
+    }
+)
+# Client-side graph patterns, by the operator named when refusing them. A
+# projection, slice or REDUCED below the top of the query is a subquery.
+CLIENT_PATTERNS = {
+    "LeftJoin": "OPTIONAL",
+    "Minus": "MINUS",
+    "Distinct": "DISTINCT",
+    "OrderBy": "ORDER BY",
+    "Graph": "GRAPH",
+    "ServiceGraphPattern": "SERVICE",
+    "Project": "subquery",
+    "Slice": "subquery",
+    "Reduced": "subquery",
+}
+FORMS: dict[str, str | None] = {
+    "SelectQuery": None,
+    "AskQuery": None,
+    "ConstructQuery": "CONSTRUCT",
+    "DescribeQuery": "DESCRIBE",
+}
+# Different answers in different quanta of one query.
+NON_DETERMINISTIC = frozenset({"NOW", "RAND", "UUID", "STRUUID"})
+# Nodes that only carry parts of their parent (the parent decides).
+_PARTS = frozenset({"OrderCondition", "DatasetClause"})
+# Whose insides rdflib leaves as parse trees (the client evaluates them whole): not searched.
+_OPAQUE = frozenset({"Builtin_EXISTS", "Builtin_NOTEXISTS", "ServiceGraphPattern"})
+DETAILS = {"FROM": "the service has one default graph per dataset"}
+
+
+def refusal(node: Any) -> str | None:
+    """The operator an algebra node stands for when the server does not
+    evaluate it, its children aside (they have their own); None when it does.
+    Graph patterns, expressions and query forms alike."""
+    name: str = node.name
+    if name in SERVER_PATTERNS:
+        if name == "BGP":
+            chains = all(_chain(term) for triple in node.triples for term in triple)
+            return None if chains else "property path"
+        if name == "ToMultiSet" and node.p.name != "values":
+            return "subquery"
+        return None
+    if name in SERVER_EXPRESSIONS or name in _PARTS:
+        return None
+    if name in CLIENT_PATTERNS:
+        return CLIENT_PATTERNS[name]
+    if name in FORMS:
+        return FORMS[name]
+    if name in ("AggregateJoin", "Group"):
+        group = node.p if name == "AggregateJoin" else node
+        return "GROUP BY" if _param(group, "expr") else "aggregates"
+    if name == "Function":
+        iri = str(node.iri)
+        args = _param(node, "expr")
+        return None if iri in CASTS and isinstance(args, list) and len(args) == 1 else f"<{iri}>"
+    if name.startswith("Aggregate_"):
+        aggregate = name.removeprefix("Aggregate_")
+        return "GROUP_CONCAT" if aggregate == "GroupConcat" else aggregate.upper()
+    if name.startswith("Builtin_"):
+        builtin = name.removeprefix("Builtin_")
+        if builtin == "NOTEXISTS":
+            return "NOT EXISTS"
+        if builtin == "BNODE" and _param(node, "arg") is None:
+            return "BNODE"  # a fresh node per call
+        return None if builtin in BUILTINS and builtin not in NON_DETERMINISTIC else builtin
+    return name
+
+
+def refusals(node: Any) -> list[str]:
+    """Every operator of an algebra subtree (a graph pattern or an expression)
+    that the server does not evaluate, in pre-order, each once. Empty: the
+    server evaluates the whole subtree (as a group graph pattern)."""
+    return _unique(_walk(node))
+
+
+def server_evaluates(node: Any) -> bool:
+    """Whether the server evaluates the whole subtree."""
+    return next(_walk(node), None) is None
+
+
+def select_refusals(node: Any) -> list[str]:
+    """`refusals` of what is below a SELECT or ASK query form (or of a
+    subquery below its ToMultiSet): at its top, LIMIT/OFFSET, REDUCED and the
+    projection are the server's. rdflib nests them as
+    Slice(Distinct|Reduced(Project(pattern)))."""
+    found = []
+    if node.name == "Slice":
+        node = node.p
+    if node.name in ("Distinct", "Reduced"):
+        if node.name == "Distinct":
+            found.append("DISTINCT")
+        node = node.p
+    if node.name == "Project":
+        node = node.p
+    return _unique(found + refusals(node))
+
+
+def query_refusals(query: Any) -> list[str]:
+    """Every operator of a whole query that the server does not evaluate, in
+    pre-order (query form, FROM, then the pattern), each once. `query` is the
+    algebra of a query form: `parse(text).algebra.algebra`."""
+    found = [form] if (form := FORMS.get(query.name)) else []
+    if _param(query, "datasetClause"):
+        found.append("FROM")
+    return _unique(found + select_refusals(query.p))
+
+
+def check(query: Any) -> None:
+    """Raise UnsupportedQuery naming the query's first client-side operator."""
+    found = query_refusals(query)
+    if found:
+        raise UnsupportedQuery(found[0], DETAILS.get(found[0], ""))
+
+
+def _walk(node: Any) -> Iterator[str]:
+    if isinstance(node, CompValue):
+        operator = refusal(node)
+        if operator is not None:
+            yield operator
+        if node.name in _OPAQUE:
+            return
+        for key, value in node.items():
+            if not key.startswith("_") and not (key == "A" and node.name == "AggregateJoin"):
+                yield from _walk(value)
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _walk(item)
+
+
+def _chain(term: Any) -> bool:
+    """A term, or a path the server expands into a chain of triple patterns:
+    sequences (p/q) and inverses (^p). Closures (*, +, ?), alternatives and
+    negated property sets are the client's."""
+    if isinstance(term, InvPath):
+        return _chain(term.arg)
+    if isinstance(term, SequencePath):
+        return all(_chain(step) for step in term.args)
+    return not isinstance(term, Path)
+
+
+def _param(node: Any, name: str) -> Any:
+    """A CompValue member, None when absent (CompValue.get returns the name)."""
+    return dict.get(node, name)
+
+
+def _unique(operators: list[str] | Iterator[str]) -> list[str]:
+    return list(dict.fromkeys(operators))

@@ -1,0 +1,146 @@
+"""The server fragment: what the server evaluates, and the name of what it does not.
+
+The engine's compiler refuses through `fragment.check` (its tests and the W3C
+suite check that it does); here the classifier itself, on queries and on the
+algebra nodes the smart client decomposes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from quanta.sparql import fragment
+from quanta.sparql.errors import UnsupportedQuery
+from quanta.sparql.parse import parse
+
+PREFIXES = "PREFIX : <http://example.org/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+
+
+def algebra(query: str) -> Any:
+    return parse(PREFIXES + query).algebra.algebra
+
+
+SERVED = [
+    "SELECT * WHERE { ?s :p ?o }",
+    "SELECT ?s WHERE { ?s :p ?o . ?o :q ?z }",
+    "SELECT * WHERE { { ?s :p ?o } UNION { ?s :q ?o } UNION { ?s :r ?o } }",
+    "SELECT * WHERE { ?s :p ?o FILTER(?o > 3 && STRSTARTS(STR(?s), 'http') || REGEX(?o, 'a', 'i')) }",
+    "SELECT * WHERE { ?s :p ?o FILTER(?o IN (1, 2) && ?o NOT IN (3)) FILTER(true) }",
+    "SELECT * WHERE { ?s :p ?o BIND(CONCAT(LCASE(?o), '!') AS ?x) BIND(COALESCE(?y, 1) AS ?z) }",
+    "SELECT * WHERE { ?s :p ?o BIND(xsd:integer(?o) AS ?i) BIND(IRI(?o) AS ?iri) BIND(BNODE(?o) AS ?b) }",
+    "SELECT * WHERE { ?s :p ?o VALUES (?s ?o) { (:a 1) (UNDEF 2) } }",
+    "SELECT ?s (?o + 1 AS ?n) WHERE { ?s :p ?o }",
+    "SELECT REDUCED ?s WHERE { ?s :p ?o } LIMIT 10 OFFSET 5",
+    "ASK { ?s :p ?o }",
+    "SELECT * WHERE { ?s :p/:q/^:r ?o }",
+    "SELECT * WHERE { ?s ^(:p/:q) ?o }",
+    "SELECT * WHERE { }",
+]
+
+
+@pytest.mark.parametrize("query", SERVED)
+def test_the_server_fragment(query: str) -> None:
+    assert fragment.query_refusals(algebra(query)) == []
+    fragment.check(algebra(query))  # does not raise
+
+
+REFUSED = {
+    "OPTIONAL": "SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z } }",
+    "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { ?o :q ?z } }",
+    "DISTINCT": "SELECT DISTINCT ?s WHERE { ?s :p ?o }",
+    "ORDER BY": "SELECT ?s WHERE { ?s :p ?o } ORDER BY ?s",
+    "GROUP BY": "SELECT ?s WHERE { ?s :p ?o } GROUP BY ?s",
+    "aggregates": "SELECT (COUNT(*) AS ?n) WHERE { ?s :p ?o }",
+    "GRAPH": "SELECT * WHERE { GRAPH ?g { ?s :p ?o } }",
+    "SERVICE": "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s :p ?o } }",
+    "subquery": "SELECT * WHERE { { SELECT ?s WHERE { ?s :p ?o } LIMIT 1 } }",
+    "property path": "SELECT * WHERE { ?s :p+ ?o }",
+    "FROM": "SELECT * FROM <http://example.org/g> WHERE { ?s :p ?o }",
+    "EXISTS": "SELECT * WHERE { ?s :p ?o FILTER EXISTS { ?o :q ?z } }",
+    "NOT EXISTS": "SELECT * WHERE { ?s :p ?o FILTER NOT EXISTS { ?o :q ?z } }",
+    "NOW": "SELECT * WHERE { ?s :p ?o BIND(NOW() AS ?t) }",
+    "RAND": "SELECT * WHERE { ?s :p ?o FILTER(RAND() < 0.5) }",
+    "UUID": "SELECT * WHERE { ?s :p ?o BIND(UUID() AS ?u) }",
+    "STRUUID": "SELECT * WHERE { ?s :p ?o BIND(STRUUID() AS ?u) }",
+    "BNODE": "SELECT * WHERE { ?s :p ?o BIND(BNODE() AS ?b) }",
+    "<http://example.org/f>": "SELECT * WHERE { ?s :p ?o FILTER(:f(?o)) }",
+    "<http://www.w3.org/2001/XMLSchema#date>": "SELECT * WHERE { ?s :p ?o BIND(xsd:date(?o) AS ?d) }",
+    "CONSTRUCT": "CONSTRUCT { ?s :q ?o } WHERE { ?s :p ?o }",
+    "DESCRIBE": "DESCRIBE ?s WHERE { ?s :p ?o }",
+}
+
+
+@pytest.mark.parametrize("operator", REFUSED)
+def test_outside_the_fragment_is_named(operator: str) -> None:
+    query = algebra(REFUSED[operator])
+    assert fragment.query_refusals(query)[0] == operator
+    with pytest.raises(UnsupportedQuery) as raised:
+        fragment.check(query)
+    assert raised.value.operator == operator
+    assert "client" in str(raised.value)
+
+
+@pytest.mark.parametrize("path", [":p*", ":p?", ":p|:q", "!:p", "!(:p|^:q)", ":p/:q*", "^(:p|:q)", "(:p/:q)+"])
+def test_closures_alternatives_and_negations_are_client_side(path: str) -> None:
+    assert fragment.query_refusals(algebra(f"SELECT * WHERE {{ ?s {path} ?o }}")) == ["property path"]
+
+
+def test_every_operator_once_in_pre_order() -> None:
+    query = algebra(
+        "SELECT DISTINCT ?s WHERE { ?s :p ?o OPTIONAL { ?o :q ?z FILTER NOT EXISTS { ?z :r ?s } } "
+        "OPTIONAL { ?o :r ?y } } ORDER BY ?s"
+    )
+    assert fragment.query_refusals(query) == ["DISTINCT", "ORDER BY", "OPTIONAL", "NOT EXISTS"]
+
+
+def test_aggregates_name_the_grouping_not_each_function() -> None:
+    query = algebra("SELECT ?s (SUM(?o) AS ?t) (GROUP_CONCAT(?o) AS ?g) WHERE { ?s :p ?o } GROUP BY ?s")
+    assert fragment.query_refusals(query) == ["GROUP BY"]
+
+
+def test_an_aggregate_expression_names_its_function() -> None:
+    query = algebra("SELECT (COUNT(?o) AS ?n) (GROUP_CONCAT(?o) AS ?g) WHERE { ?s :p ?o }")
+    aggregate_join = query.p.p
+    while aggregate_join.name == "Extend":  # one per projected aggregate
+        aggregate_join = aggregate_join.p
+    assert aggregate_join.name == "AggregateJoin"
+    assert [fragment.refusal(a) for a in aggregate_join.A] == ["COUNT", "GROUP_CONCAT"]
+
+
+def test_the_smart_client_decomposes_an_optional() -> None:
+    """The node is the client's; both of its sides are the server's."""
+    query = algebra("SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z FILTER(?z > 1) } }")
+    left_join = query.p.p
+    assert fragment.refusal(left_join) == "OPTIONAL"
+    assert fragment.refusals(left_join) == ["OPTIONAL"]
+    assert not fragment.server_evaluates(left_join)
+    assert fragment.server_evaluates(left_join.p1)
+    assert fragment.server_evaluates(left_join.p2)
+
+
+def test_a_subquery_is_served_on_its_own() -> None:
+    """Its top (projection, LIMIT) is the server's when sent as a query of its own."""
+    query = algebra("SELECT * WHERE { ?x :q ?s { SELECT ?s WHERE { ?s :p ?o } LIMIT 1 } }")
+    join = query.p.p
+    subquery = join.p2 if join.p2.name == "ToMultiSet" else join.p1
+    assert fragment.refusal(subquery) == "subquery"
+    assert fragment.select_refusals(subquery.p) == []
+    assert fragment.refusals(subquery.p) == ["subquery"]  # as a group pattern, LIMIT is not the server's
+
+
+def test_a_filter_node_is_refused_for_its_expression() -> None:
+    query = algebra("SELECT * WHERE { ?s :p ?o FILTER(?o < NOW()) }")
+    node = query.p.p
+    assert node.name == "Filter"
+    assert fragment.refusal(node) is None  # FILTER itself is the server's
+    assert fragment.refusals(node) == ["NOW"]
+    assert fragment.refusals(node.p) == []
+    assert fragment.refusal(node.expr) is None  # `<`
+    assert fragment.refusals(node.expr) == ["NOW"]
+
+
+def test_details_say_why() -> None:
+    with pytest.raises(UnsupportedQuery, match="one default graph"):
+        fragment.check(algebra(REFUSED["FROM"]))
