@@ -386,7 +386,8 @@ impl Chain {
     /// the Python side renumbers).
     pub fn saved_layout(&self, fixed: i64) -> Option<Vec<i64>> {
         let mut out = Vec::with_capacity(8 + self.joins.len() * (self.width + 3));
-        self.write_level(self.joins.len(), fixed, &mut out).then_some(out)
+        self.write_level(self.joins.len(), fixed, &mut out)
+            .then_some(out)
     }
 
     fn write_level(&self, level: usize, fixed: i64, out: &mut Vec<i64>) -> bool {
@@ -405,15 +406,24 @@ impl Chain {
             current[..n].iter().all(|&v| v >= -fixed)
         };
         match &self.joins[level - 1] {
-            Join::Index { right, current, has_current, .. } => {
-                mapping(out, *has_current, current)
-                    && self.write_level(level - 1, fixed, out)
-                    && {
-                        out.push(right.offset as i64);
-                        true
-                    }
+            Join::Index {
+                right,
+                current,
+                has_current,
+                ..
+            } => {
+                mapping(out, *has_current, current) && self.write_level(level - 1, fixed, out) && {
+                    out.push(right.offset as i64);
+                    true
+                }
             }
-            Join::Merge { right_offset, current, has_current, group_position, .. } => {
+            Join::Merge {
+                right_offset,
+                current,
+                has_current,
+                group_position,
+                ..
+            } => {
                 let ok = mapping(out, *has_current, current);
                 out.push(*group_position as i64);
                 out.push(*right_offset as i64);
@@ -435,7 +445,9 @@ impl Chain {
         // per level, bottom up: filled from the top down, so collect then order
         let mut levels: Vec<Vec<i64>> = vec![Vec::new(); self.joins.len()];
         let mut foreign = false;
-        let mut mapping = |next: &mut dyn FnMut() -> Result<i64, String>, out: &mut Vec<i64>| -> Result<(), String> {
+        let mut mapping = |next: &mut dyn FnMut() -> Result<i64, String>,
+                           out: &mut Vec<i64>|
+         -> Result<(), String> {
             let n = next()?;
             if n < 0 {
                 out.push(0);

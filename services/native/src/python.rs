@@ -7,7 +7,7 @@ use crate::render::json_term;
 use crate::store::{Cursor, Store};
 use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -318,6 +318,50 @@ impl Pipeline {
 
     fn load(&mut self, state: Vec<i64>) -> PyResult<()> {
         self.chain.load(&state).map_err(PyValueError::new_err)
+    }
+
+    /// Append the state to `out` in the Python operators' layout; False (and
+    /// nothing appended) when a mapping holds a computed term (id < -fixed).
+    fn save_into(&self, out: &Bound<'_, PyList>, fixed: i64) -> PyResult<bool> {
+        match self.chain.saved_layout(fixed) {
+            Some(values) => {
+                for v in values {
+                    out.append(v)?;
+                }
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Read the state from `state` (an iterator over a saved plan's values,
+    /// in the Python operators' layout) and load it; when a mapping holds a
+    /// computed term (id < -fixed), return the parsed state instead, for the
+    /// caller to map those ids and `load` it.
+    fn load_from(&mut self, state: &Bound<'_, PyAny>, fixed: i64) -> PyResult<Option<Vec<i64>>> {
+        let mut it = state.cast::<PyIterator>()?.clone();
+        let mut failure: Option<PyErr> = None;
+        let mut next = || -> Result<i64, String> {
+            match it.next() {
+                Some(Ok(v)) => v.extract::<i64>().map_err(|e| e.to_string()),
+                Some(Err(e)) => {
+                    let text = e.to_string();
+                    failure = Some(e);
+                    Err(text)
+                }
+                None => Err("state shorter than the plan".into()),
+            }
+        };
+        let parsed = self.chain.parse_layout(&mut next, fixed);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let (values, foreign) = parsed.map_err(PyValueError::new_err)?;
+        if foreign {
+            return Ok(Some(values));
+        }
+        self.chain.load(&values).map_err(PyValueError::new_err)?;
+        Ok(None)
     }
 
     /// Up to `max_rows` rows extending `mu`, as tuples, and why it stopped

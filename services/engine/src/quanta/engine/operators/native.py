@@ -115,6 +115,14 @@ class NativeChain(Operator):
 
     def save_state(self, out: list[int], saver: TermSaver) -> None:
         self._settle()
+        # the whole layout natively, unless a mapping holds a computed term
+        # (which the saver renumbers): then through the Python operators
+        if not self.pipeline.save_into(out, saver.fixed):
+            self._to_python()
+            self.inner.save_state(out, saver)
+
+    def _to_python(self) -> None:
+        """The native state into the Python operators' attributes."""
         state = self.pipeline.state()
         width = self.ctx.width
         self.levels[0].offset = state[0]  # type: ignore[attr-defined]
@@ -129,21 +137,15 @@ class NativeChain(Operator):
             else:
                 join.right.offset = state[i + 1 + width]  # type: ignore[attr-defined]
                 i += 2 + width
-        self.inner.save_state(out, saver)
 
     def load_state(self, state: State) -> None:
-        self.inner.load_state(state)  # parses and validates the layout
-        width = self.ctx.width
-        flat = [self.levels[0].offset]  # type: ignore[attr-defined]
-        for join in self.levels[1:]:
-            current = join.current  # type: ignore[attr-defined]
-            flat.append(0 if current is None else 1)
-            flat.extend(current if current is not None else (0,) * width)
-            if isinstance(join, MergeJoin):
-                flat.append(join.group_position)
-            flat.append(join.right.offset)  # type: ignore[attr-defined]
+        # parsed and checked natively; mappings holding terms outside the
+        # dictionary (negative ids: renumbered in saved states) are mapped here
         self.pending = None
-        self.pipeline.load(flat)
+        foreign = self.pipeline.load_from(state, 0)
+        if foreign is not None:
+            restored = self.ctx.terms.restored
+            self.pipeline.load([restored(v) if v < 0 else v for v in foreign])
 
     def reset(self) -> None:
         self.inner.reset()
