@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from quanta.gateway.config import Settings
 from quanta.gateway.logs import JsonFormatter, request_id
-from quanta.gateway.problems import TYPES
+from quanta.sparql.errors import ErrorKind
 
 
 def test_datasets_show_public_fields_only(settings, serve) -> None:
@@ -29,7 +29,7 @@ def test_openapi_documents_pages_and_problems(settings, serve) -> None:
     query = doc["paths"]["/v1/datasets/{name}/query"]["post"]
     assert query["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/QueryRequest")
     assert query["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/QueryPage")
-    statuses = {str(status) for status, _ in TYPES.values()}
+    statuses = {str(kind.status) for kind in ErrorKind}
     assert statuses <= set(query["responses"])
     assert "syntax-error" in query["responses"]["400"]["description"]
     assert query["responses"]["504"]["content"]["application/problem+json"]["schema"]["$ref"].endswith(
@@ -84,3 +84,11 @@ def test_infinite_quantum_listed_as_null(settings, serve, tmp_path: Path) -> Non
     catalog.write_text('[datasets.fcfs]\npath = "x.hdt"\nquantum_ms = inf\n')
     body = serve(settings(catalog=catalog)).get("/v1/datasets").json()
     assert body["datasets"][0]["quantum_ms"] is None
+
+
+def test_the_protocol_documents_every_error_kind() -> None:
+    """docs/protocol.md's table of problem types is the list of error kinds."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
+    table = doc[doc.index("| slug | status |") :].split("\n\n")[0].splitlines()[2:]
+    documented = {cells[1].strip(" `"): int(cells[2]) for cells in (row.split("|") for row in table)}
+    assert documented == {kind.slug: kind.status for kind in ErrorKind}

@@ -4,6 +4,13 @@ The worker LPUSHes the serialized Reply to `Task.reply_to` (with a TTL) and
 the gateway waits on it with BLPOP: no polling, and nothing to clean up
 (popping the last element deletes the list). Both commands go through one
 connection of the lean RESP pool (resp.py), the request's for its duration.
+
+`Dispatcher.run` never raises for what the transport meets: it returns an
+outcome, and each surface (the /v1 route, the SPARQL endpoint, the smart
+client running in the gateway) decides what to make of it. `Answered` has
+the page; every other outcome has the `kind` of error it amounts to, and
+`kind.retryable` tells "send the same task again after `retry_after_s`"
+(not admitted, or no reply in time: nothing was lost) from "failed".
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -19,14 +28,88 @@ from redis.exceptions import RedisError
 from quanta.common import keys
 from quanta.gateway import metrics
 from quanta.gateway.admission import Admitter
-from quanta.gateway.problems import Problem
 from quanta.gateway.resp import RespPool
 from quanta.queue.v1 import queue_pb2
+from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
 # Extra time a blocking read may take beyond its own timeout before the
 # connection is presumed dead (a vanished peer never sends a FIN).
 GUARD_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A worker ran the quantum: the page, and enqueue to reply as measured here."""
+
+    page: queue_pb2.Page
+    round_trip_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A worker answered with an error (a syntax error, an expired plan, ...): not retryable."""
+
+    error: queue_pb2.Error
+
+    @property
+    def kind(self) -> ErrorKind:
+        return ErrorKind.of(self.error.kind)
+
+    @property
+    def retry_after_s(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class NotRun:
+    """The task was not admitted: send it again after `retry_after_s`."""
+
+    retry_after_s: int
+    kind: ClassVar[ErrorKind]
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited(NotRun):
+    """The client is over its rate."""
+
+    kind = ErrorKind.RATE_LIMITED
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFull(NotRun):
+    """The task stream holds its maximum."""
+
+    kind = ErrorKind.QUEUE_FULL
+
+
+@dataclass(frozen=True, slots=True)
+class RedisDown(NotRun):
+    """Redis did not answer (refused, reset, or a command timed out)."""
+
+    kind = ErrorKind.REDIS_UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyTimeout:
+    """Admitted, but no reply within `timeout_s` (withdrawn if no worker took it
+    yet). Send the same input again: it resumes from the state it carried."""
+
+    timeout_s: float
+    retry_after_s: int = 1
+    kind: ClassVar[ErrorKind] = ErrorKind.REPLY_TIMEOUT
+
+
+@dataclass(frozen=True, slots=True)
+class WrongReply:
+    """A reply for another task came back (a bug): internal."""
+
+    retry_after_s: int = 0
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
+
+
+Failure = Failed | RateLimited | QueueFull | RedisDown | ReplyTimeout | WrongReply
+Outcome = Answered | Failure
 
 
 class Dispatcher:
@@ -39,20 +122,11 @@ class Dispatcher:
             command_timeout_s, reply_timeout_s, retry_after_s,
         )  # fmt: skip
 
-    def _redis_down(self, error: BaseException) -> Problem:
-        metrics.REJECTED.labels("redis_down").inc()
-        log.warning("redis unavailable", extra={"error": repr(error)})
-        return Problem(
-            "redis-unavailable",
-            "the task queue cannot be reached; retry the same request",
-            headers={"Retry-After": str(self.retry_after_s)},
-            retry_after=self.retry_after_s,
-        )
-
-    async def run(self, client: str, task: queue_pb2.Task) -> queue_pb2.Reply | None:
-        """The worker's reply, or None when none came within the reply timeout."""
+    async def run(self, client: str, task: queue_pb2.Task) -> Outcome:
+        """Admit `task` for `client` (its rate limit), enqueue it, wait for its reply."""
         task.reply_to = keys.reply(task.id)
         task.enqueued_at = time.time()
+        started = time.perf_counter()
         item = None
         try:
             async with self.pool.connection() as conn:
@@ -62,21 +136,25 @@ class Dispatcher:
                     async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
                         item = await conn.call("BLPOP", task.reply_to, self.reply_timeout_s)
         except (RedisError, OSError, TimeoutError) as error:
-            raise self._redis_down(error) from error
+            metrics.REJECTED.labels("redis_down").inc()
+            log.warning("redis unavailable", extra={"error": repr(error)})
+            return RedisDown(self.retry_after_s)
         if admission.refused:
             metrics.REJECTED.labels(admission.refused).inc()
-            slug = "rate-limited" if admission.refused == "rate_limited" else "queue-full"
-            raise Problem(
-                slug, headers={"Retry-After": str(admission.retry_after_s)}, retry_after=admission.retry_after_s
-            )
+            if admission.refused == "rate_limited":
+                return RateLimited(admission.retry_after_s)
+            return QueueFull(admission.retry_after_s)
         if item is None:
+            metrics.REPLY_TIMEOUTS.inc()
             await self._withdraw(admission.entry_id)
-            return None
+            return ReplyTimeout(self.reply_timeout_s)
         reply = queue_pb2.Reply.FromString(item[1])
         if reply.id != task.id:
             log.error("reply for another task", extra={"task_id": task.id, "reply_id": reply.id})
-            raise Problem("internal", "a worker answered with another task's reply")
-        return reply
+            return WrongReply()
+        if reply.WhichOneof("outcome") != "page":
+            return Failed(reply.error)
+        return Answered(reply.page, (time.perf_counter() - started) * 1000)
 
     async def _withdraw(self, entry_id: str) -> None:
         """Drop a task nobody waits for any more, if no worker took it yet: under

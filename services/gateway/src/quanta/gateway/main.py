@@ -29,6 +29,7 @@ from quanta.gateway.middleware import BodyTooLarge, Edge
 from quanta.gateway.models import QueryRequest, problem_schema
 from quanta.gateway.resp import RespPool
 from quanta.gateway.tokens import Signer
+from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
 
@@ -84,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 async def _on_body_too_large(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BodyTooLarge)
-    problem = problems.Problem("body-too-large", str(exc.detail), limit=exc.limit)
+    problem = problems.Problem(ErrorKind.BODY_TOO_LARGE, str(exc.detail), limit=exc.limit)
     return problems.problem_response(413, problem.body(request.url.path))
 
 

@@ -1,4 +1,4 @@
-"""Turn a worker's Reply into the HTTP answer: a page (bytes spliced together) or a problem.
+"""Turn a worker's page into the HTTP answer of the /v1 route (bytes spliced together).
 
 The bindings are already the SPARQL JSON "bindings" array, as bytes; parsing
 and re-serializing them would cost more than the rest of the round trip, so
@@ -9,31 +9,7 @@ from __future__ import annotations
 
 import json
 
-from quanta.gateway.problems import Problem
 from quanta.queue.v1 import queue_pb2
-
-# Worker error kinds (queue.proto, Error.kind) -> problem slugs; anything else is internal.
-WORKER_ERRORS = {
-    "syntax-error",
-    "unsupported-operator",
-    "invalid-plan",
-    "dataset-mismatch",
-    "plan-expired",
-    "unknown-dataset",
-    "dead-letter",
-}
-
-
-def worker_problem(error: queue_pb2.Error) -> Problem:
-    slug = error.kind if error.kind in WORKER_ERRORS else "internal"
-    if slug == "syntax-error":
-        return Problem(slug, error.message, line=error.line, column=error.column)
-    if slug == "unsupported-operator":
-        return Problem(slug, error.message, operator=error.operator)
-    if slug == "internal":
-        # Don't leak a worker's internals to clients; its logs have the details.
-        return Problem(slug, "the worker failed to run this quantum", worker_error=error.kind or None)
-    return Problem(slug, error.message)
 
 
 def stats(page: queue_pb2.Page, plan: str | None, round_trip_ms: float) -> dict[str, object]:

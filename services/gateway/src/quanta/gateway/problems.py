@@ -1,8 +1,9 @@
 """RFC 9457 problem details: every error the API answers, with a stable `type`.
 
 Types are absolute URIs `https://quanta.dev/problems/<slug>`; clients switch
-on them (never on `title` or `detail`, which are for people). The slugs and
-their statuses are the table in docs/protocol.md.
+on them (never on `title` or `detail`, which are for people). Slugs, statuses
+and titles are the error kinds of `quanta.sparql.errors`, the table in
+docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -17,45 +18,28 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
+from quanta.gateway.dispatch import Failed, Failure, RedisDown, ReplyTimeout, WrongReply
 from quanta.gateway.logs import request_id
+from quanta.queue.v1 import queue_pb2
+from quanta.sparql.errors import ErrorKind
 
-BASE = "https://quanta.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("quanta.gateway")
-
-# slug -> (status, title)
-TYPES: dict[str, tuple[int, str]] = {
-    "invalid-request": (400, "The request body is not a valid query request"),
-    "syntax-error": (400, "The query does not parse"),
-    "invalid-token": (400, "The next token was not issued by this service"),
-    "invalid-plan": (400, "The saved plan cannot be resumed by this version"),
-    "unknown-dataset": (404, "No such dataset"),
-    "dataset-mismatch": (409, "The saved plan belongs to another dataset or another build of it"),
-    "plan-expired": (410, "The saved plan has expired"),
-    "body-too-large": (413, "The request body is too large"),
-    "query-too-long": (413, "The query is too long"),
-    "unsupported-operator": (422, "The query uses an operator the server does not evaluate"),
-    "rate-limited": (429, "Too many requests from this client"),
-    "internal": (500, "Internal error"),
-    "dead-letter": (500, "The task failed on every worker that tried it"),
-    "queue-full": (503, "The query queue is full"),
-    "redis-unavailable": (503, "The queue is unreachable"),
-    "reply-timeout": (504, "No worker replied in time"),
-}
 
 
 class Problem(Exception):
     """Raise anywhere in a request to answer with this problem."""
 
-    def __init__(self, slug: str, detail: str = "", headers: dict[str, str] | None = None, **members: Any) -> None:
-        status, title = TYPES[slug]
-        super().__init__(detail or title)
-        self.slug, self.status, self.title, self.detail = slug, status, title, detail
+    def __init__(
+        self, kind: ErrorKind, detail: str = "", headers: dict[str, str] | None = None, **members: Any
+    ) -> None:
+        super().__init__(detail or kind.title)
+        self.kind, self.status, self.title, self.detail = kind, kind.status, kind.title, detail
         self.headers = headers or {}
         self.members = {k: v for k, v in members.items() if v is not None}
 
     def body(self, instance: str = "") -> dict[str, Any]:
-        doc: dict[str, Any] = {"type": BASE + self.slug, "title": self.title, "status": self.status}
+        doc: dict[str, Any] = {"type": self.kind.uri, "title": self.title, "status": self.status}
         if self.detail:
             doc["detail"] = self.detail
         if instance:
@@ -65,6 +49,36 @@ class Problem(Exception):
         if rid:
             doc["request_id"] = rid
         return doc
+
+
+def worker_problem(error: queue_pb2.Error) -> Problem:
+    """The problem for a worker's error reply."""
+    kind = ErrorKind.of(error.kind)
+    if kind is ErrorKind.SYNTAX_ERROR:
+        return Problem(kind, error.message, line=error.line, column=error.column)
+    if kind is ErrorKind.UNSUPPORTED_OPERATOR:
+        return Problem(kind, error.message, operator=error.operator)
+    if kind is ErrorKind.INTERNAL:
+        # Don't leak a worker's internals to clients; its logs have the details.
+        return Problem(kind, "the worker failed to run this quantum", worker_error=error.kind or None)
+    return Problem(kind, error.message)
+
+
+def outcome_problem(outcome: Failure, **members: Any) -> Problem:
+    """The problem for a dispatch that gave no page (`members`: what the
+    surface adds, e.g. the `next` of a reply timeout)."""
+    if isinstance(outcome, Failed):
+        return worker_problem(outcome.error)
+    if isinstance(outcome, ReplyTimeout):
+        detail = f"no worker replied within {outcome.timeout_s:g} s; send `next` to resume"
+    elif isinstance(outcome, RedisDown):
+        detail = "the task queue cannot be reached; retry the same request"
+    elif isinstance(outcome, WrongReply):
+        return Problem(outcome.kind, "a worker answered with another task's reply")
+    else:
+        detail = ""
+    retry = str(outcome.retry_after_s)
+    return Problem(outcome.kind, detail, headers={"Retry-After": retry}, retry_after=outcome.retry_after_s, **members)
 
 
 def problem_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
@@ -79,7 +93,9 @@ async def _on_problem(request: Request, exc: Exception) -> Response:
 async def _on_validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
-    problem = Problem("invalid-request", "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
+    problem = Problem(
+        ErrorKind.INVALID_REQUEST, "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+    )
     return problem_response(400, problem.body(request.url.path) | {"errors": errors})
 
 
@@ -95,7 +111,7 @@ async def _on_http(request: Request, exc: Exception) -> Response:
 
 async def _on_crash(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return problem_response(500, Problem("internal").body(request.url.path))
+    return problem_response(500, Problem(ErrorKind.INTERNAL).body(request.url.path))
 
 
 def install(app: FastAPI) -> None:
@@ -105,11 +121,11 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _on_crash)
 
 
-def openapi_responses(*slugs: str) -> dict[int | str, dict[str, Any]]:
+def openapi_responses(*kinds: ErrorKind) -> dict[int | str, dict[str, Any]]:
     """`responses=` for a route: each status with its problem types, for the OpenAPI document."""
     by_status: dict[int, list[str]] = {}
-    for slug in slugs:
-        by_status.setdefault(TYPES[slug][0], []).append(slug)
+    for kind in kinds:
+        by_status.setdefault(kind.status, []).append(kind.slug)
     return {
         status: {
             "description": ", ".join(f"`{s}`" for s in names),

@@ -18,6 +18,7 @@ import redis
 
 from quanta.common import keys
 from quanta.queue.v1 import queue_pb2 as q
+from quanta.sparql.errors import ErrorKind
 from quanta.worker import metrics
 from quanta.worker.health import Health
 from quanta.worker.runner import Runner, error
@@ -131,7 +132,7 @@ class Consumer:
             reply, page = self.runner.run(task)
         except Exception:  # a bug, not a bad task: answer rather than crash-loop
             log.exception("task %s failed", task.id)
-            reply, page = error(task, "internal", "the worker failed on this task"), None
+            reply, page = error(task, ErrorKind.INTERNAL, "the worker failed on this task"), None
         self.finish(entry_id, task, reply)  # the client is waiting: bookkeeping comes after
         if page is not None:
             metrics.observe(task.dataset, page, max(0.0, started - task.enqueued_at) if task.enqueued_at else 0.0)
@@ -155,4 +156,4 @@ class Consumer:
             approximate=True,
         )
         message = f"the task failed on {deliveries} workers and was set aside"
-        self.finish(entry_id, task, error(task, "dead-letter", message))
+        self.finish(entry_id, task, error(task, ErrorKind.DEAD_LETTER, message))

@@ -14,7 +14,15 @@ from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
-from quanta.sparql.errors import DatasetMismatch, InvalidPlan, QuerySyntaxError, UnsupportedQuery
+from quanta.sparql.errors import (
+    ErrorKind,
+    InvalidPlan,
+    PlanExpired,
+    QuantaError,
+    QuerySyntaxError,
+    UnknownDataset,
+    UnsupportedQuery,
+)
 
 
 class Runner:
@@ -31,21 +39,13 @@ class Runner:
 
     def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
         started = time.time()
-        dataset = self.datasets.get(task.dataset)
-        if dataset is None:
-            return error(task, "unknown-dataset", f"no dataset named {task.dataset!r}"), None
         try:
+            dataset = self.datasets.get(task.dataset)
+            if dataset is None:
+                raise UnknownDataset(f"no dataset named {task.dataset!r}")
             page = self._execute(task, dataset)
-        except QuerySyntaxError as e:
-            return error(task, "syntax-error", e.message, line=e.line, column=e.column), None
-        except UnsupportedQuery as e:
-            return error(task, "unsupported-operator", str(e), operator=e.operator), None
-        except DatasetMismatch as e:
-            return error(task, "dataset-mismatch", str(e)), None
-        except PlanExpired as e:
-            return error(task, "plan-expired", str(e)), None
-        except InvalidPlan as e:
-            return error(task, "invalid-plan", str(e)), None
+        except QuantaError as e:
+            return failure(task, e), None
         reply = q.Reply(id=task.id)
         out = reply.page
         out.head.extend(page.head)
@@ -90,9 +90,10 @@ class Runner:
         if kind == "plan":
             saved = task.plan
         elif kind == "plan_ref":
-            saved = self.redis.get(keys.plan(task.plan_ref))
-            if saved is None:
+            kept = self.redis.get(keys.plan(task.plan_ref))
+            if not isinstance(kept, bytes):
                 raise PlanExpired("the saved plan has expired; start the query again")
+            saved = kept
         else:
             raise InvalidPlan("task has neither a query nor a plan")
         return execute(
@@ -109,10 +110,6 @@ class Runner:
         return ref
 
 
-class PlanExpired(Exception):
-    pass
-
-
 def by_reference(mode: int, dataset: Dataset, size: int) -> bool:
     """The cost rule (seed 003): ship the state while it is small; keep it
     server-side when it is large."""
@@ -125,5 +122,19 @@ def by_reference(mode: int, dataset: Dataset, size: int) -> bool:
     return size > dataset.plan_threshold_bytes
 
 
-def error(task: q.Task, kind: str, message: str, *, line: int = 0, column: int = 0, operator: str = "") -> q.Reply:
-    return q.Reply(id=task.id, error=q.Error(kind=kind, message=message, line=line, column=column, operator=operator))
+def failure(task: q.Task, e: QuantaError) -> q.Reply:
+    """The error reply for what the engine or the worker raised: its kind, and
+    the members the client acts on (where a syntax error is, which operator)."""
+    if isinstance(e, QuerySyntaxError):
+        return error(task, e.kind, e.message, line=e.line, column=e.column)
+    if isinstance(e, UnsupportedQuery):
+        return error(task, e.kind, str(e), operator=e.operator)
+    return error(task, e.kind, str(e))
+
+
+def error(
+    task: q.Task, kind: ErrorKind, message: str, *, line: int = 0, column: int = 0, operator: str = ""
+) -> q.Reply:
+    return q.Reply(
+        id=task.id, error=q.Error(kind=kind.slug, message=message, line=line, column=column, operator=operator)
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from fastapi import APIRouter, Request, Response
@@ -13,11 +12,13 @@ from quanta.common.catalog import Dataset
 from quanta.gateway import metrics
 from quanta.gateway.admission import client_id
 from quanta.gateway.deps import Services
+from quanta.gateway.dispatch import Answered, Failed, ReplyTimeout
 from quanta.gateway.models import QueryPage, QueryRequest
-from quanta.gateway.pages import page_body, stats, worker_problem
-from quanta.gateway.problems import Problem, openapi_responses
+from quanta.gateway.pages import page_body, stats
+from quanta.gateway.problems import Problem, openapi_responses, outcome_problem
 from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
+from quanta.sparql.errors import ErrorKind
 
 router = APIRouter(prefix="/v1/datasets", tags=["queries"])
 
@@ -26,11 +27,7 @@ MODES = {
     "value": queue_pb2.PLAN_MODE_VALUE,
     "reference": queue_pb2.PLAN_MODE_REFERENCE,
 }
-PROBLEMS = openapi_responses(
-    "invalid-request", "syntax-error", "invalid-token", "invalid-plan", "unknown-dataset", "dataset-mismatch",
-    "plan-expired", "body-too-large", "query-too-long", "unsupported-operator", "rate-limited", "internal",
-    "dead-letter", "queue-full", "redis-unavailable", "reply-timeout",
-)  # fmt: skip
+PROBLEMS = openapi_responses(*ErrorKind)  # this route can answer with every kind
 
 
 # The body is parsed here rather than declared as a parameter: FastAPI's dependency
@@ -63,28 +60,22 @@ async def query(name: str, request: Request) -> Response:
     client = client_id(request, settings.trust_forwarded)
     dataset = services.catalog.get(name)
     if dataset is None:
-        raise Problem("unknown-dataset", f"no dataset named {name!r}; GET /v1/datasets lists them")
+        raise Problem(ErrorKind.UNKNOWN_DATASET, f"no dataset named {name!r}; GET /v1/datasets lists them")
     task = queue_pb2.Task(id=uuid.uuid4().hex, dataset=name)
     request.state.task_id = task.id  # the access log line joins the worker's logs on it
     mode = _input(task, body, dataset, services.signer, settings.max_query_chars)
     task.plan_mode = mode or MODES[dataset.plan_mode]  # type: ignore[assignment]
 
-    started = time.perf_counter()
-    reply = await services.dispatcher.run(client, task)
-    round_trip_ms = (time.perf_counter() - started) * 1000
-    if task.WhichOneof("input") == "query":
+    outcome = await services.dispatcher.run(client, task)
+    if task.WhichOneof("input") == "query" and isinstance(outcome, Answered | Failed | ReplyTimeout):
         metrics.QUERIES_STARTED.labels(name).inc()
-    if reply is None:
-        metrics.REPLY_TIMEOUTS.inc()
+    if isinstance(outcome, ReplyTimeout):
         resume = body.next or services.signer.sign(Token(Kind.QUERY, name, task.query.encode(), mode))
-        raise Problem(
-            "reply-timeout", f"no worker replied within {settings.reply_timeout_s:g} s; send `next` to resume",
-            headers={"Retry-After": "1"}, next=resume, retry_after=1,
-        )  # fmt: skip
-    if reply.WhichOneof("outcome") != "page":
-        raise worker_problem(reply.error)
+        raise outcome_problem(outcome, next=resume)
+    if not isinstance(outcome, Answered):
+        raise outcome_problem(outcome)
 
-    page = reply.page
+    page = outcome.page
     where = page.WhichOneof("next")
     if where == "plan":
         token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode))
@@ -94,7 +85,7 @@ async def query(name: str, request: Request) -> Response:
         token = None
         metrics.QUERIES_COMPLETED.labels(name).inc()
     plan = {"plan": "value", "plan_ref": "reference"}.get(where or "")
-    return Response(page_body(page, token, stats(page, plan, round_trip_ms)), media_type="application/json")
+    return Response(page_body(page, token, stats(page, plan, outcome.round_trip_ms)), media_type="application/json")
 
 
 def _parse(raw: bytes) -> QueryRequest:
@@ -110,16 +101,20 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
     if body.query is not None:
         if len(body.query) > max_chars:
             metrics.REJECTED.labels("too_large").inc()
-            raise Problem("query-too-long", f"{len(body.query)} characters; this service takes up to {max_chars}")
+            raise Problem(
+                ErrorKind.QUERY_TOO_LONG, f"{len(body.query)} characters; this service takes up to {max_chars}"
+            )
         task.query = body.query
         return MODES[body.plan] if body.plan else 0
     try:
         token = signer.verify(body.next or "")
     except InvalidToken as error:
         metrics.REJECTED.labels("invalid_token").inc()
-        raise Problem("invalid-token", str(error)) from error
+        raise Problem(ErrorKind.INVALID_TOKEN, str(error)) from error
     if token.dataset != dataset.name:
-        raise Problem("dataset-mismatch", f"this token continues a query on {token.dataset!r}, not {dataset.name!r}")
+        raise Problem(
+            ErrorKind.DATASET_MISMATCH, f"this token continues a query on {token.dataset!r}, not {dataset.name!r}"
+        )
     if token.kind is Kind.VALUE:
         task.plan = token.payload
     elif token.kind is Kind.REFERENCE:

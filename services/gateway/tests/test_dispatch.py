@@ -1,0 +1,100 @@
+"""The dispatcher's outcomes, as the smart client running in the gateway meets them: a page,
+a worker's error, or one of the transport's refusals, each telling whether to send the same
+task again later. Real Redis; the workers' side is the in-test consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+import redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from quanta.common import keys
+from quanta.common.connect import async_client
+from quanta.common.testing import free_port
+from quanta.gateway.admission import Admitter
+from quanta.gateway.config import Settings
+from quanta.gateway.dispatch import (
+    Answered,
+    Dispatcher,
+    Failed,
+    Outcome,
+    QueueFull,
+    RateLimited,
+    RedisDown,
+    ReplyTimeout,
+)
+from quanta.gateway.resp import RespPool
+from quanta.gateway.testing import paging_handler
+from quanta.queue.v1 import queue_pb2
+from quanta.sparql.errors import ErrorKind
+
+
+def dispatch(settings: Settings, times: int = 1, client: str = "ip:127.0.0.1") -> list[Outcome]:
+    """Run `times` tasks through a dispatcher built as the gateway builds it."""
+
+    async def go() -> list[Outcome]:
+        redis_client = async_client(settings.redis(), retry=Retry(NoBackoff(), 1))
+        pool = RespPool(settings.redis())
+        admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
+        dispatcher = Dispatcher(
+            redis_client, pool, admitter, command_timeout_s=settings.redis_timeout_s,
+            reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
+        )  # fmt: skip
+        try:
+            tasks = [queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}") for _ in range(times)]
+            return [await dispatcher.run(client, task) for task in tasks]
+        finally:
+            await redis_client.aclose()
+            pool.close()
+
+    return asyncio.run(go())
+
+
+def test_a_page(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+    consumer(paging_handler(pages=2))
+    (outcome,) = dispatch(settings())
+    assert isinstance(outcome, Answered)
+    assert list(outcome.page.head) == ["x"] and outcome.page.plan == b"plan:1"
+    assert outcome.round_trip_ms > 0
+
+
+def test_a_workers_error_is_not_retryable(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+    error = queue_pb2.Error(kind="syntax-error", message="unexpected '}'", line=3, column=14)
+    consumer(lambda task: queue_pb2.Reply(id=task.id, error=error))
+    (outcome,) = dispatch(settings())
+    assert isinstance(outcome, Failed)
+    assert outcome.kind is ErrorKind.SYNTAX_ERROR and not outcome.kind.retryable
+    assert (outcome.error.line, outcome.error.column) == (3, 14)
+
+
+def test_rate_limited_then_retry_later(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+    consumer()
+    first, second = dispatch(settings(rate_limit=0.5, rate_burst=1), times=2)
+    assert isinstance(first, Answered)
+    assert isinstance(second, RateLimited)
+    assert second.kind is ErrorKind.RATE_LIMITED and second.kind.retryable and second.retry_after_s == 2
+
+
+def test_queue_full(settings) -> None:  # type: ignore[no-untyped-def]
+    r = redis.Redis.from_url(settings().redis_url)
+    r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
+    r.xadd(keys.TASKS, {"task": b"queued"})
+    (outcome,) = dispatch(settings(max_queue=1, retry_after_s=7))
+    assert isinstance(outcome, QueueFull) and outcome.retry_after_s == 7 and outcome.kind.retryable
+    assert r.xlen(keys.TASKS) == 1
+
+
+def test_redis_down(settings) -> None:  # type: ignore[no-untyped-def]
+    (outcome,) = dispatch(settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    assert isinstance(outcome, RedisDown) and outcome.kind is ErrorKind.REDIS_UNAVAILABLE and outcome.kind.retryable
+
+
+def test_reply_timeout_withdraws_the_task(settings) -> None:  # type: ignore[no-untyped-def]
+    (outcome,) = dispatch(settings(reply_timeout_s=0.2))
+    assert isinstance(outcome, ReplyTimeout) and outcome.timeout_s == pytest.approx(0.2)
+    assert outcome.kind is ErrorKind.REPLY_TIMEOUT and outcome.kind.retryable
+    assert redis.Redis.from_url(settings().redis_url).xlen(keys.TASKS) == 0
