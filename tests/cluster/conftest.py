@@ -19,7 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "quanta"  # where tier 4 installs its release
-IMAGES = ["quanta-gateway:dev", "quanta-worker:dev", "quanta-redis:bookworm", "quanta-pause:bookworm"]
+IMAGES = [
+    "quanta-gateway:dev", "quanta-worker:dev", "quanta-loader:dev", "quanta-redis:bookworm", "quanta-pause:bookworm"
+]  # fmt: skip
 CHART = ROOT / "charts" / "quanta"
 SCRIPTS = ROOT / "scripts" / "k8s"
 TOOLS = Path(os.environ.get("QUANTA_K8S_TOOLS", Path.home() / ".cache" / "quanta" / "k8s" / "bin"))
@@ -122,21 +124,26 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 class Release:
-    def __init__(self, cluster: Cluster, port: int) -> None:
+    def __init__(self, cluster: Cluster, port: int, values: list[str]) -> None:
         self.cluster = cluster
+        self.port = port
         self.url = f"http://127.0.0.1:{port}/v1/datasets/watdiv-100k/query"
+        self.values = values  # the install's -f/--set arguments, for upgrades
 
-    def page(self, body: dict[str, str]) -> dict[str, Any]:
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), {"content-type": "application/json"})
+    def page(self, body: dict[str, str], dataset: str = "watdiv-100k") -> dict[str, Any]:
+        url = self.url.replace("/watdiv-100k/", f"/{dataset}/")
+        request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.load(response)  # type: ignore[no-any-return]
 
-    def query(self, query: str, between_pages: Any = None) -> tuple[list[tuple[str, ...]], int]:
+    def query(
+        self, query: str, between_pages: Any = None, dataset: str = "watdiv-100k"
+    ) -> tuple[list[tuple[str, ...]], int]:
         """Follow `next` to the end; `between_pages(n)` runs after page n."""
         rows: list[tuple[str, ...]] = []
         body, pages = {"query": query}, 0
         while True:
-            page = self.page(body)
+            page = self.page(body, dataset)
             pages += 1
             rows += [tuple(b[v]["value"] for v in page["head"]["vars"]) for b in page["results"]["bindings"]]
             if between_pages:
@@ -158,10 +165,11 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
         cluster.script("start", "--kubelet")
         cluster.script("import", *IMAGES, timeout=600)
         gateway_port = free_port()
-        cluster.helm("install", "q", str(CHART), "-n", NS, "--create-namespace", "--wait", "--timeout", "4m",
-                     "-f", str(ROOT / "tests" / "cluster" / "values-real-pods.yaml"),
-                     "--set", f"gateway.port={gateway_port}", "--set", f"worker.metricsPort={free_port()}",
-                     "--set", f"redis.embedded.port={free_port()}", timeout=400)  # fmt: skip
-        yield Release(cluster, gateway_port)
+        values = ["-f", str(ROOT / "tests" / "cluster" / "values-real-pods.yaml"),
+                  "--set", f"gateway.port={gateway_port}", "--set", f"worker.metricsPort={free_port()}",
+                  "--set", f"redis.embedded.port={free_port()}"]  # fmt: skip
+        cluster.helm("install", "q", str(CHART), "-n", NS, "--create-namespace", "--wait", "--timeout", "4m", *values,
+                     timeout=400)  # fmt: skip
+        yield Release(cluster, gateway_port, values)
     finally:
         cluster.script("stop")

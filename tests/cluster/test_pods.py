@@ -4,9 +4,12 @@ lines, and a worker pod killed mid-query loses nothing."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,61 @@ def test_a_worker_pod_killed_mid_query_loses_nothing(release) -> None:  # type: 
     (replacement,) = [p for p in release.pods("worker") if p["metadata"]["uid"] != victim["metadata"]["uid"]]
     assert replacement["status"]["phase"] == "Running"
     print(f"query of {pages} pages across a killed worker: {time.monotonic() - started:.1f} s")
+
+
+PEOPLE = "".join(f'<http://example.org/p{i}> <http://xmlns.com/foaf/0.1/name> "person {i}" .\n' for i in range(5000))
+
+
+def test_a_loader_job_fills_the_data_volume_and_the_workers_serve_it(release) -> None:  # type: ignore[no-untyped-def]
+    """Runs last: it moves the release to a data volume (hostPath here) that a loader Job fills."""
+    data = release.cluster.folder / "data"
+    (data / "dumps").mkdir(parents=True)
+    data.chmod(0o777)
+    with gzip.open(data / "dumps" / "people.nt.gz", "wt") as dump:
+        dump.write(PEOPLE)
+    release.cluster.kubectl("apply", "-f", "-", stdin=VOLUME.format(path=data, ns=NS))
+    sample = {"path": "/opt/quanta/data/watdiv-100k.hdt", "quantumMs": 75, "maxResults": 2000, "planMode": "auto",
+              "planThresholdBytes": 4096}  # fmt: skip
+    values = {
+        "data": {"source": "volume", "mountPath": "/data", "volume": {"existingClaim": "quanta-data"}},
+        "loader": {"enabled": True, "jobs": [{"dataset": "people", "inputs": ["dumps/people.nt.gz"]}]},
+        "catalog": {"watdiv-100k": sample, "people": {**sample, "path": "people.hdt"}},
+    }
+    overlay = release.cluster.folder / "loader-values.json"
+    overlay.write_text(json.dumps(values))
+    release.cluster.helm("upgrade", "q", CHART, "-n", NS, *release.values, "-f", str(overlay), timeout=120)
+    release.cluster.kubectl("wait", "-n", NS, "--for=condition=complete", "job/q-quanta-load-people", "--timeout=180s",
+                            timeout=200)  # fmt: skip
+    assert {p.name for p in data.iterdir()} >= {"people.hdt", "people.hdt.meta.json"}
+    deadline = time.monotonic() + 240  # workers restarted while the file was missing: back-off
+    while True:
+        try:
+            rows, _ = release.query("SELECT ?p ?n WHERE { ?p <http://xmlns.com/foaf/0.1/name> ?n }", dataset="people")
+            break
+        except (OSError, urllib.error.HTTPError):
+            assert time.monotonic() < deadline, "the workers never served the loaded dataset"
+            time.sleep(2)
+    assert len(rows) == 5000 and ("http://example.org/p7", "person 7") in rows
+
+
+# A volume the test fills itself, bound to one claim (no provisioner here).
+VOLUME = """
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: quanta-data}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteMany]
+  storageClassName: manual
+  claimRef: {{namespace: {ns}, name: quanta-data}}
+  hostPath: {{path: "{path}"}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: quanta-data, namespace: {ns}}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: manual
+  volumeName: quanta-data
+  resources: {{requests: {{storage: 1Gi}}}}
+"""
