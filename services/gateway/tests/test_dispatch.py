@@ -15,6 +15,7 @@ from redis.backoff import NoBackoff
 from quanta.common import keys
 from quanta.common.connect import async_client
 from quanta.common.testing import free_port
+from quanta.gateway import pages
 from quanta.gateway.admission import Admitter
 from quanta.gateway.config import Settings
 from quanta.gateway.dispatch import (
@@ -30,10 +31,14 @@ from quanta.gateway.dispatch import (
 from quanta.gateway.resp import RespPool
 from quanta.gateway.testing import paging_handler
 from quanta.queue.v1 import queue_pb2
+from quanta.sparql import term_rows
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.results import write
 
 
-def dispatch(settings: Settings, times: int = 1, client: str = "ip:127.0.0.1") -> list[Outcome]:
+def dispatch(
+    settings: Settings, times: int = 1, client: str = "ip:127.0.0.1", rows: int = queue_pb2.ROW_FORMAT_JSON
+) -> list[Outcome]:
     """Run `times` tasks through a dispatcher built as the gateway builds it."""
 
     async def go() -> list[Outcome]:
@@ -45,7 +50,10 @@ def dispatch(settings: Settings, times: int = 1, client: str = "ip:127.0.0.1") -
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
         try:
-            tasks = [queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}") for _ in range(times)]
+            tasks = [
+                queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}", rows=rows)  # type: ignore[arg-type]
+                for _ in range(times)
+            ]
             return [await dispatcher.run(client, task) for task in tasks]
         finally:
             await redis_client.aclose()
@@ -60,6 +68,23 @@ def test_a_page(settings, consumer) -> None:  # type: ignore[no-untyped-def]
     assert isinstance(outcome, Answered)
     assert list(outcome.page.head) == ["x"] and outcome.page.plan == b"plan:1"
     assert outcome.round_trip_ms > 0
+
+
+def test_a_page_of_terms(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+    """A task asking for rows as terms: the gateway reads them, writes any format."""
+    solutions = [("http://ex/a", '"x"@en'), ("_:b", None)]
+
+    def handle(task: queue_pb2.Task) -> queue_pb2.Reply:
+        assert task.rows == queue_pb2.ROW_FORMAT_TERMS
+        terms, cells = term_rows.encode(solutions)
+        page = queue_pb2.Page(head=["s", "o"], results=2, rows=queue_pb2.TermRows(terms=terms, cells=cells))
+        return queue_pb2.Reply(id=task.id, page=page)
+
+    consumer(handle)
+    (outcome,) = dispatch(settings(), rows=queue_pb2.ROW_FORMAT_TERMS)
+    assert isinstance(outcome, Answered)
+    assert pages.rows(outcome.page) == solutions
+    assert write("tsv", list(outcome.page.head), pages.rows(outcome.page)) == '?s\t?o\n<http://ex/a>\t"x"@en\n_:b\t\n'
 
 
 def test_a_workers_error_is_not_retryable(settings, consumer) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,8 @@ from quanta.common import keys
 from quanta.engine.storage.hdt import HdtStore
 from quanta.engine.testing import run_paged
 from quanta.queue.v1 import queue_pb2 as q
+from quanta.sparql import term_rows
+from quanta.sparql.reader import read_json
 
 LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 
@@ -109,3 +111,37 @@ def test_sigterm_finishes_the_quantum_in_hand(server, start_worker) -> None:  # 
     assert answer is not None and q.Reply.FromString(answer[1]).HasField("page")
     assert worker.wait(timeout=10) == 0
     assert client.zcard(keys.WORKERS) == 0
+
+
+def test_rows_as_terms_give_the_json_pages_solutions(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+    """A task asking for rows as terms (ROW_FORMAT_TERMS) gets, page after page,
+    the solutions the pre-rendered JSON pages have."""
+    start_worker()
+    client = redis.Redis.from_url(server.url)
+    query = 'SELECT * WHERE { VALUES ?x { UNDEF "é \\"q\\"\\n" } ?s <http://schema.org/caption> ?o }'
+    solutions: dict[int, list[tuple[str | None, ...]]] = {}
+    for rows_format in (q.ROW_FORMAT_JSON, q.ROW_FORMAT_TERMS):
+        task = q.Task(dataset="watdiv", query=query, plan_mode=q.PLAN_MODE_VALUE, rows=rows_format)
+        got: list[tuple[str | None, ...]] = []
+        pages = 0
+        while True:
+            pages += 1
+            page = submit(client, task).page
+            head = list(page.head)
+            if rows_format == q.ROW_FORMAT_TERMS:
+                assert not page.bindings_json
+                rows = term_rows.decode(page.rows.terms, page.rows.cells, len(head), page.results)
+                assert len(page.rows.terms) == len(set(page.rows.terms)), "each distinct term once"
+            else:
+                assert not page.rows.cells
+                rows = read_json({"head": {"vars": head}, "results": {"bindings": json.loads(page.bindings_json)}}).rows
+            assert len(rows) == page.results
+            got += rows
+            if page.WhichOneof("next") is None:
+                break
+            task = q.Task(dataset="watdiv", plan=page.plan, rows=rows_format)
+        assert pages > 1  # max_results = 50
+        solutions[rows_format] = sorted(got, key=repr)
+    assert solutions[q.ROW_FORMAT_JSON] == solutions[q.ROW_FORMAT_TERMS]
+    x = head.index("x")
+    assert {row[x] for row in solutions[q.ROW_FORMAT_TERMS]} == {None, '"é "q"\n"'}  # unbound, and raw

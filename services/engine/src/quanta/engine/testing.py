@@ -16,7 +16,7 @@ from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
-from quanta.sparql.results import nt_term
+from quanta.sparql.terms import nt_term
 
 Row = tuple[str | None, ...]
 Solution = tuple[tuple[str, str], ...]  # (variable, N-Triples term) pairs, sorted, unbound left out

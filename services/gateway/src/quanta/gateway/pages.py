@@ -1,8 +1,11 @@
-"""Turn a worker's page into the HTTP answer of the /v1 route (bytes spliced together).
+"""A worker's page, read: as the /v1 route's answer (bytes spliced together),
+or as rows of terms (a task sent with ROW_FORMAT_TERMS).
 
-The bindings are already the SPARQL JSON "bindings" array, as bytes; parsing
-and re-serializing them would cost more than the rest of the round trip, so
-the page is assembled around them.
+For /v1 the bindings are already the SPARQL JSON "bindings" array, as bytes;
+parsing and re-serializing them would cost more than the rest of the round
+trip, so the page is assembled around them. Rows of terms are what any
+other output format (`quanta.sparql.results`, `.graphs`) or a client-side
+plan starts from.
 """
 
 from __future__ import annotations
@@ -10,6 +13,14 @@ from __future__ import annotations
 import json
 
 from quanta.queue.v1 import queue_pb2
+from quanta.sparql import term_rows
+from quanta.sparql.term_rows import Row
+
+
+def rows(page: queue_pb2.Page) -> list[Row]:
+    """The page's solutions as dictionary-syntax terms, one per head variable
+    (None: unbound). Raises ValueError on rows that do not fit the head."""
+    return term_rows.decode(page.rows.terms, page.rows.cells, len(page.head), page.results)
 
 
 def stats(page: queue_pb2.Page, plan: str | None, round_trip_ms: float) -> dict[str, object]:

@@ -1,5 +1,11 @@
-"""SPARQL 1.1 query result formats (JSON, XML, CSV, TSV), written from
-dictionary-syntax term strings: terms are decoded only here, at the edge."""
+"""SPARQL 1.1 query results (JSON, XML, CSV, TSV) written from rows of
+dictionary-syntax terms: terms are decoded only here, at the edge.
+
+A writer streams: `head` once, `rows` for each chunk of rows as it comes (a
+page), `end` once; an ASK answer is one `boolean` document. `write` is the
+whole document at once. Formats are named by FORMATS' keys; content
+negotiation (media types to a format) is the HTTP surface's business.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,11 @@ import io
 import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from json.encoder import encode_basestring_ascii as _quote  # json.dumps's string encoder (C)
+from typing import Protocol
 from xml.sax.saxutils import escape, quoteattr
 
-from quanta.sparql.terms import escape_lexical, split_literal
+from quanta.sparql.terms import nt_term, split_literal
 
 FORMATS = {
     "json": "application/sparql-results+json",
@@ -20,6 +28,45 @@ FORMATS = {
 }
 
 Row = Sequence[str | None]  # one term string per head variable; None = unbound
+
+
+class ResultsWriter(Protocol):
+    media_type: str
+
+    def head(self, variables: Sequence[str]) -> str:
+        """The document up to the first solution."""
+        ...
+
+    def rows(self, rows: Iterable[Row]) -> str:
+        """The next solutions (one term per variable of `head`, in order)."""
+        ...
+
+    def end(self) -> str:
+        """The rest of the document."""
+        ...
+
+    def boolean(self, value: bool) -> str:
+        """The whole document of an ASK answer."""
+        ...
+
+
+def writer(fmt: str) -> ResultsWriter:
+    """A new writer (writers keep state: use one per document)."""
+    kinds: dict[str, type[ResultsWriter]] = {"json": Json, "xml": Xml, "csv": Csv, "tsv": Tsv}
+    if fmt not in kinds:
+        raise ValueError(f"unknown result format {fmt!r}; choose from {', '.join(FORMATS)}")
+    return kinds[fmt]()
+
+
+def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | None = None) -> str:
+    """The whole result document; `boolean` is set for ASK."""
+    out = writer(fmt)
+    if boolean is not None:
+        return out.boolean(boolean)
+    return out.head(head) + out.rows(rows) + out.end()
+
+
+# -- JSON --
 
 
 def json_term(term: str) -> dict[str, str]:
@@ -43,31 +90,108 @@ def json_bindings(head: Sequence[str], rows: Iterable[Row]) -> list[dict[str, di
 
 @lru_cache(maxsize=65536)
 def _json_term_text(term: str) -> str:
-    return json.dumps(json_term(term), separators=(",", ":"))
+    """`json_term` as compact JSON text (what json.dumps writes, a few times faster)."""
+    if term.startswith('"'):
+        lexical, lang, datatype = split_literal(term)
+        text = '{"type":"literal","value":' + _quote(lexical)
+        if lang:
+            text += ',"xml:lang":' + _quote(lang)
+        elif datatype:
+            text += ',"datatype":' + _quote(datatype)
+        return text + "}"
+    if term.startswith("_:"):
+        return '{"type":"bnode","value":' + _quote(term[2:]) + "}"
+    return '{"type":"uri","value":' + _quote(term) + "}"
+
+
+def _json_rows(keys: Sequence[str], rows: Iterable[Row]) -> str:
+    encode = _json_term_text
+    objects = [",".join([k + encode(t) for k, t in zip(keys, row, strict=False) if t is not None]) for row in rows]
+    return ",".join(["{" + members + "}" for members in objects])
 
 
 def json_bindings_text(head: Sequence[str], rows: Iterable[Row]) -> str:
     """The JSON "bindings" array as text, built from each term's encoded
     form (cached: pages repeat terms), about ten times faster than encoding
     dictionaries."""
-    keys = [json.dumps(var) + ":" for var in head]
-    encode = _json_term_text
-    return (
-        "["
-        + ",".join(
-            "{" + ",".join(k + encode(t) for k, t in zip(keys, row, strict=True) if t is not None) + "}" for row in rows
-        )
-        + "]"
-    )
+    return "[" + _json_rows([json.dumps(var) + ":" for var in head], rows) + "]"
 
 
-def nt_term(term: str) -> str:
-    """N-Triples syntax (TSV cells)."""
+class Json:
+    media_type = FORMATS["json"]
+
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._first = True
+
+    def head(self, variables: Sequence[str]) -> str:
+        self._keys = [json.dumps(var) + ":" for var in variables]
+        return f'{{"head":{{"vars":{json.dumps(list(variables))}}},"results":{{"bindings":['
+
+    def rows(self, rows: Iterable[Row]) -> str:
+        text = _json_rows(self._keys, rows)
+        if not text:
+            return ""
+        if self._first:
+            self._first = False
+            return text
+        return "," + text
+
+    def end(self) -> str:
+        return "]}}"
+
+    def boolean(self, value: bool) -> str:
+        return json.dumps({"head": {}, "boolean": value})
+
+
+# -- XML --
+
+
+_XML_CR = {"\r": "&#13;"}  # a raw CR would be read back as a line feed
+
+
+def _xml_term(term: str) -> str:
     if term.startswith('"'):
         lexical, lang, datatype = split_literal(term)
-        quoted = f'"{escape_lexical(lexical)}"'
-        return f"{quoted}@{lang}" if lang else f"{quoted}^^<{datatype}>" if datatype else quoted
-    return term if term.startswith("_:") else f"<{term}>"
+        attr = f" xml:lang={quoteattr(lang)}" if lang else f" datatype={quoteattr(datatype)}" if datatype else ""
+        return f"<literal{attr}>{escape(lexical, _XML_CR)}</literal>"
+    if term.startswith("_:"):
+        return f"<bnode>{escape(term[2:])}</bnode>"
+    return f"<uri>{escape(term)}</uri>"
+
+
+class Xml:
+    media_type = FORMATS["xml"]
+    _START = '<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#">\n<head>\n'
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+
+    def _head(self, variables: Sequence[str]) -> str:
+        return self._START + "".join(f"<variable name={quoteattr(v)}/>\n" for v in variables) + "</head>\n"
+
+    def head(self, variables: Sequence[str]) -> str:
+        self._names = [quoteattr(v) for v in variables]
+        return self._head(variables) + "<results>\n"
+
+    def rows(self, rows: Iterable[Row]) -> str:
+        out = []
+        for row in rows:
+            out.append("<result>\n")
+            for name, term in zip(self._names, row, strict=True):
+                if term is not None:
+                    out.append(f"<binding name={name}>{_xml_term(term)}</binding>\n")
+            out.append("</result>\n")
+        return "".join(out)
+
+    def end(self) -> str:
+        return "</results>\n</sparql>\n"
+
+    def boolean(self, value: bool) -> str:
+        return self._head(()) + f"<boolean>{'true' if value else 'false'}</boolean>\n</sparql>\n"
+
+
+# -- CSV and TSV --
 
 
 def plain_term(term: str) -> str:
@@ -75,59 +199,42 @@ def plain_term(term: str) -> str:
     return split_literal(term)[0] if term.startswith('"') else term
 
 
-def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | None = None) -> str:
-    """The whole result document; `boolean` is set for ASK."""
-    if fmt == "json":
-        if boolean is not None:
-            return json.dumps({"head": {}, "boolean": boolean})
-        bindings = json_bindings_text(head, rows)
-        return f'{{"head":{{"vars":{json.dumps(list(head))}}},"results":{{"bindings":{bindings}}}}}'
-    if fmt == "xml":
-        return _xml(head, rows, boolean)
-    if fmt == "csv":
+class Csv:
+    media_type = FORMATS["csv"]
+
+    def _line(self, cells: Iterable[str]) -> str:
         out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\r\n")
-        if boolean is not None:
-            writer.writerow(["_askResult"])
-            writer.writerow(["true" if boolean else "false"])
-            return out.getvalue()
-        writer.writerow(head)
-        for row in rows:
-            writer.writerow(["" if t is None else plain_term(t) for t in row])
+        csv.writer(out, lineterminator="\r\n").writerow(cells)
         return out.getvalue()
-    if fmt == "tsv":
-        if boolean is not None:
-            return f"?_askResult\n{'true' if boolean else 'false'}\n"
-        lines = ["\t".join(f"?{v}" for v in head)]
-        lines += ["\t".join("" if t is None else nt_term(t) for t in row) for row in rows]
-        return "\n".join(lines) + "\n"
-    raise ValueError(f"unknown result format {fmt!r}; choose from {', '.join(FORMATS)}")
 
+    def head(self, variables: Sequence[str]) -> str:
+        return self._line(variables)
 
-def _xml(head: Sequence[str], rows: Iterable[Row], boolean: bool | None) -> str:
-    out = ['<?xml version="1.0"?>', '<sparql xmlns="http://www.w3.org/2005/sparql-results#">', "<head>"]
-    out += [f"<variable name={quoteattr(v)}/>" for v in head]
-    out.append("</head>")
-    if boolean is not None:
-        out.append(f"<boolean>{'true' if boolean else 'false'}</boolean>")
-    else:
-        out.append("<results>")
+    def rows(self, rows: Iterable[Row]) -> str:
+        out = io.StringIO()
+        lines = csv.writer(out, lineterminator="\r\n")
         for row in rows:
-            out.append("<result>")
-            for var, term in zip(head, row, strict=True):
-                if term is not None:
-                    out.append(f"<binding name={quoteattr(var)}>{_xml_term(term)}</binding>")
-            out.append("</result>")
-        out.append("</results>")
-    out.append("</sparql>")
-    return "\n".join(out) + "\n"
+            lines.writerow(["" if t is None else plain_term(t) for t in row])
+        return out.getvalue()
+
+    def end(self) -> str:
+        return ""
+
+    def boolean(self, value: bool) -> str:
+        return self._line(["_askResult"]) + self._line(["true" if value else "false"])
 
 
-def _xml_term(term: str) -> str:
-    if term.startswith('"'):
-        lexical, lang, datatype = split_literal(term)
-        attr = f" xml:lang={quoteattr(lang)}" if lang else f" datatype={quoteattr(datatype)}" if datatype else ""
-        return f"<literal{attr}>{escape(lexical)}</literal>"
-    if term.startswith("_:"):
-        return f"<bnode>{escape(term[2:])}</bnode>"
-    return f"<uri>{escape(term)}</uri>"
+class Tsv:
+    media_type = FORMATS["tsv"]
+
+    def head(self, variables: Sequence[str]) -> str:
+        return "\t".join(f"?{v}" for v in variables) + "\n"
+
+    def rows(self, rows: Iterable[Row]) -> str:
+        return "".join("\t".join("" if t is None else nt_term(t) for t in row) + "\n" for row in rows)
+
+    def end(self) -> str:
+        return ""
+
+    def boolean(self, value: bool) -> str:
+        return f"?_askResult\n{'true' if value else 'false'}\n"

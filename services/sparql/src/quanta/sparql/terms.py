@@ -1,10 +1,12 @@
-"""RDF terms in the dictionary's string syntax, and their rdflib and SPARQL-results forms.
+"""RDF terms in the dictionary's string syntax, and their rdflib and N-Triples forms.
 
 HDT dictionaries (as `quanta load` writes them, like hdt-cpp and hdt-java)
 hold IRIs bare (`http://x`), literals as their raw lexical form in quotes
 with a lowercase `@lang` or a `^^<datatype>` (never `^^xsd:string`), and
-blank nodes as `_:label`. Escaping happens only in output syntaxes. The engine works on integer
-ids; strings only appear when a FILTER needs a value or a result is written.
+blank nodes as `_:label`. Every part of quanta passes terms in this syntax
+(rows of results, a term table's terms); escaping happens only in output
+syntaxes. The engine works on integer ids; strings only appear when a FILTER
+needs a value or a result is written.
 """
 
 from __future__ import annotations
@@ -33,6 +35,35 @@ def escape_lexical(lexical: str) -> str:
     if not _NEEDS_ESCAPE.search(lexical):
         return lexical
     return _NEEDS_ESCAPE.sub(lambda m: _ESCAPE.get(m.group(), f"\\u{ord(m.group()):04X}"), lexical)
+
+
+_IRI_NEEDS_ESCAPE = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+
+
+def iri_ref(iri: str) -> str:
+    """An IRI in N-Triples and Turtle syntax: `<iri>`, with the characters
+    IRIREF does not allow written as \\u escapes."""
+    if _IRI_NEEDS_ESCAPE.search(iri):
+        iri = _IRI_NEEDS_ESCAPE.sub(lambda m: f"\\u{ord(m.group()):04X}", iri)
+    return f"<{iri}>"
+
+
+def nt_term(term: str) -> str:
+    """A term in N-Triples syntax (also Turtle's, and TSV results' cells)."""
+    if term.startswith('"'):
+        lexical, lang, datatype = split_literal(term)
+        quoted = f'"{escape_lexical(lexical)}"'
+        return f"{quoted}@{lang}" if lang else f"{quoted}^^{iri_ref(datatype)}" if datatype else quoted
+    return term if term.startswith("_:") else iri_ref(term)
+
+
+def literal(lexical: str, lang: str | None = None, datatype: str | None = None) -> str:
+    """A literal in dictionary syntax (language tag lowercased, xsd:string left implicit)."""
+    if lang:
+        return f'"{lexical}"@{lang.lower()}'
+    if datatype and datatype != XSD_STRING:
+        return f'"{lexical}"^^<{datatype}>'
+    return f'"{lexical}"'
 
 
 def unescape_lexical(text: str) -> str:
@@ -70,12 +101,7 @@ def to_rdflib(term: str) -> Node:
 
 def from_rdflib(node: Node) -> str:
     if isinstance(node, Literal):
-        quoted = f'"{node}"'
-        if node.language:
-            return f"{quoted}@{node.language.lower()}"
-        if node.datatype is not None and str(node.datatype) != XSD_STRING:
-            return f"{quoted}^^<{node.datatype}>"
-        return quoted
+        return literal(str(node), node.language, str(node.datatype) if node.datatype is not None else None)
     if isinstance(node, BNode):
         return f"_:{node}"
     return str(node)

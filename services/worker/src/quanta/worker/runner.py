@@ -14,6 +14,7 @@ from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
+from quanta.sparql import term_rows
 from quanta.sparql.errors import (
     ErrorKind,
     InvalidPlan,
@@ -53,6 +54,10 @@ class Runner:
         out.results = page.count
         if out.ask:
             out.boolean = page.boolean
+        elif task.rows == q.ROW_FORMAT_TERMS:
+            terms, cells = term_rows.encode(page.rows)
+            out.rows.terms.extend(terms)
+            out.rows.cells.extend(cells)
         else:
             out.bindings_json = page.bindings_json()  # from term ids, natively when the store allows
         if page.next is not None:
