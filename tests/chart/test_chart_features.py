@@ -107,6 +107,15 @@ class TestWorkerKeda:
         assert "replicas" not in one(docs, "Deployment", "-worker")["spec"]
         assert "authenticationRef" not in trigger
 
+    def test_with_scale_to_zero_the_gateway_stays_ready_without_workers(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        def readiness(values: dict[str, Any]) -> str:
+            gateway = one(render(values), "Deployment", "-gateway")
+            return str(jmespath.search("spec.template.spec.containers[0].readinessProbe.httpGet.path", gateway))
+
+        # /readyz needs a live worker: with none left, only a query could bring one back
+        assert readiness(KEDA) == "/healthz"
+        assert readiness({"worker": {"autoscaling": {"keda": {"enabled": True, "minReplicas": 1}}}}) == "/readyz"
+
     def test_external_tls_redis_gets_a_trigger_authentication(self, render, one) -> None:  # type: ignore[no-untyped-def]
         docs = render(EXTERNAL | KEDA)
         trigger = one(docs, "ScaledObject")["spec"]["triggers"][0]
