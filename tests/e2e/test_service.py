@@ -16,25 +16,17 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import QuantaClient
-from quanta.engine.testing import oxigraph_rows, shared_dir
+from quanta.engine.testing import Solution, as_multiset, oxigraph_rows, shared_dir
+from quanta.sparql.reader import row_from_json
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 QUERIES = sorted((WATDIV / "queries" / "basic").glob("*.rq"))
 
 
-def solutions(bindings: list[dict[str, dict[str, str]]]) -> Counter[tuple[tuple[str, str], ...]]:
-    def term(t: dict[str, str]) -> str:
-        if t["type"] == "uri":
-            return f"<{t['value']}>"
-        if t["type"] == "bnode":
-            return "_:"
-        if "xml:lang" in t:
-            return f'"{t["value"]}"@{t["xml:lang"]}'
-        if "datatype" in t:
-            return f'"{t["value"]}"^^<{t["datatype"]}>'
-        return f'"{t["value"]}"'
-
-    return Counter(tuple(sorted((v, term(t)) for v, t in b.items())) for b in bindings)
+def solutions(bindings: list[dict[str, dict[str, str]]]) -> Counter[Solution]:
+    """Bindings as `oxigraph_rows` has them: read into terms, compared in N-Triples."""
+    head = sorted({v for b in bindings for v in b})
+    return as_multiset(head, [row_from_json(head, b) for b in bindings])
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from quanta.client.client import QuantaClient, ServiceError, TransportError
+from quanta.sparql import results
+from quanta.sparql.reader import Row, row_from_json
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     text = Path(args.query[1:]).read_text() if args.query.startswith("@") else args.query
     out = sys.stdout
-    bindings: list[dict[str, dict[str, str]]] = []
+    tsv = results.writer("tsv")
+    rows: list[Row] = []
     head: list[str] | None = None
     boolean = None
     try:
@@ -33,15 +36,15 @@ def run(args: argparse.Namespace) -> int:
                 if args.stats:
                     print(f"page {n}: {len(page.bindings)} results {json.dumps(page.stats)}", file=sys.stderr)
                 boolean = page.boolean
-                if args.format == "json":
-                    head = head or page.head
-                    bindings += page.bindings
-                    continue
                 if head is None and page.head:
                     head = page.head
-                    out.write("\t".join(f"?{v}" for v in head) + "\n")
-                for b in page.bindings:
-                    out.write("\t".join(_tsv(b.get(v)) for v in head or []) + "\n")
+                    if args.format == "tsv":
+                        out.write(tsv.head(head))
+                page_rows = [row_from_json(head or [], b) for b in page.bindings]
+                if args.format == "json":
+                    rows += page_rows
+                    continue
+                out.write(tsv.rows(page_rows))
                 out.flush()
     except ServiceError as e:
         print(f"quanta client: {e}", file=sys.stderr)
@@ -50,30 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"quanta client: cannot reach {args.url}: {e}", file=sys.stderr)
         return 1
     if args.format == "json":
-        doc = (
-            {"head": {}, "boolean": boolean}
-            if boolean is not None
-            else {"head": {"vars": head or []}, "results": {"bindings": bindings}}
-        )
-        out.write(json.dumps(doc) + "\n")
+        out.write(results.write("json", head or [], rows, boolean) + "\n")
     elif boolean is not None:
-        out.write(f"?_askResult\n{'true' if boolean else 'false'}\n")
+        out.write(tsv.boolean(boolean))
     return 0
-
-
-def _tsv(term: dict[str, str] | None) -> str:
-    if term is None:
-        return ""
-    value = term["value"]
-    if term["type"] == "uri":
-        return f"<{value}>"
-    if term["type"] == "bnode":
-        return f"_:{value}"
-    escaped = (
-        value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    )
-    if "xml:lang" in term:
-        return f'"{escaped}"@{term["xml:lang"]}'
-    if "datatype" in term:
-        return f'"{escaped}"^^<{term["datatype"]}>'
-    return f'"{escaped}"'
