@@ -44,7 +44,15 @@ enum Data {
 /// file renamed into place).
 pub fn build(hdt: &Hdt, out: &Path) -> Result<(), String> {
     let bytes = build_bytes(hdt);
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    // unique per builder (process, thread, time): concurrent builders each rename a whole file
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = out.with_extension(format!(
+        "tmp{}-{:?}-{nanos}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&bytes)?;
