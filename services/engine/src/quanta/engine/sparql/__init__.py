@@ -1,1 +1,2 @@
-"""SPARQL front end: from rdflib's algebra to the engine's plan pieces."""
+"""From rdflib's algebra to a preemptable plan: the compiler and the join planner
+(parsing, expressions and the server fragment are `quanta.sparql`'s)."""

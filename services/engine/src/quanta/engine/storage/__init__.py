@@ -3,7 +3,7 @@
 Ids are *global*: one integer per RDF term whatever position it occupies, so
 joins and FILTER equality compare integers. 0 is the wildcard in a pattern
 (and "unbound" in a mapping); negative ids are terms outside the dictionary
-(see `quanta.engine.plan.TermTable`) and never match a triple.
+(see `quanta.sparql.term_table.TermTable`) and never match a triple.
 """
 
 from __future__ import annotations
