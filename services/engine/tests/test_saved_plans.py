@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quanta.sparql.errors import DatasetMismatch, InvalidPlan, QuantaError
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.operators import BUILDERS
 from quanta.engine.plan import Plan
@@ -24,6 +23,7 @@ from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import BACKENDS, TripleStore, open_store
 from quanta.engine.testing import Row, StepQuantum, steps_of
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.errors import DatasetMismatch, InvalidPlan, QuantaError
 
 GOLDEN = Path(__file__).parent / "golden"
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
