@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"quanta up: {e}", file=sys.stderr)
         return 2
     overrides = {k: v for k, v in (("quantum_ms", args.quantum_ms), ("max_results", args.max_results)) if v is not None}
-    datasets = {n: replace(d, **overrides) for n, d in datasets.items()}  # type: ignore[arg-type]
+    datasets = {n: replace(d, **overrides) for n, d in datasets.items()}
     missing = [str(d.path) for d in datasets.values() if not d.path.exists()]
     if missing:
         print(f"quanta up: no such file: {', '.join(missing)}", file=sys.stderr)

@@ -178,13 +178,16 @@ def chain_of(op: Operator) -> bool:
     return False
 
 
-def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | None = ...) -> Operator:  # type: ignore[assignment]
+PAGE: Demand = lambda: None  # noqa: E731  (a marker: "the page's demand", looked up from ctx)
+
+
+def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | None = PAGE) -> Operator:
     """`op` with its largest native chains run natively. Parts that run again
     for every mapping of a Python join (`rerun`) stay in Python: there a
     chain is short and its per-run overhead would dominate. `demand` bounds
     the rows the operators above pull (the page's, narrowed by a slice; None
     below the left side of a Python join: one row at a time)."""
-    if demand is ...:
+    if demand is PAGE:
         demand = ctx_wanted(ctx)
     if not rerun and chain_of(op):
         return NativeChain(ctx, op, demand)
@@ -196,9 +199,9 @@ def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | N
     elif isinstance(op, Slice):
         op.input = nativize(op.input, ctx, rerun, None if demand is None else sliced(op, demand))
     elif hasattr(op, "input"):
-        op.input = nativize(op.input, ctx, rerun, demand)  # type: ignore[attr-defined]
+        op.input = nativize(op.input, ctx, rerun, demand)
     elif hasattr(op, "branches"):
-        op.branches = [nativize(b, ctx, rerun, demand) for b in op.branches]  # type: ignore[attr-defined]
+        op.branches = [nativize(b, ctx, rerun, demand) for b in op.branches]
     return op
 
 

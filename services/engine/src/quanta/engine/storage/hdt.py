@@ -69,7 +69,7 @@ class HdtStore:
 
     def _term_id(self, term: str, position: hdt.IdentifierPosition) -> int:
         try:
-            return self.doc.convert_term(term, position)
+            return int(self.doc.convert_term(term, position))
         except RuntimeError:
             # hdt-cpp 1.3.3 throws when a lookup falls through to an empty
             # dictionary section (and so on every lookup when no term is both
@@ -84,7 +84,7 @@ class HdtStore:
                 mid = (lo + hi) // 2
                 found = self.doc.convert_id(mid, position)
                 if found == term:
-                    return mid
+                    return int(mid)
                 lo, hi = (mid + 1, hi) if found < term else (lo, mid - 1)
         return 0
 
@@ -100,7 +100,7 @@ class HdtStore:
         if gid <= self.nb_shared:
             return gid if gid >= 0 else -1
         if self.nb_subjects < gid <= self.nb_terms:
-            return gid - self.object_shift
+            return int(gid - self.object_shift)
         return -1
 
     def _predicate_id(self, gid: int) -> int:
@@ -140,7 +140,7 @@ class HdtStore:
         if s and o and not p:
             # hdt-cpp reports the subject's size for S?O: count (out-degree bound)
             return sum(1 for _ in found)
-        return cardinality
+        return int(cardinality)
 
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # SPO order for ???/S??/SP?/SPO/S?O; the predicate index (?P?) and the
