@@ -172,7 +172,7 @@ stop() {
   stop_process etcd
   # what the kubelet and containerd mounted (volumes, sandboxes' /dev/shm) outlives them
   sleep 1
-  findmnt -rn -o TARGET | grep "^$DIR/" | sort -r | while read -r target; do umount -l "$target" || true; done
+  { findmnt -rn -o TARGET | grep "^$DIR/" || true; } | sort -r | while read -r target; do umount -l "$target" || true; done
 }
 
 case ${1:-} in
