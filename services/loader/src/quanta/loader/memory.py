@@ -8,7 +8,8 @@ What the converter holds at its peak: every distinct term's text once (the `hdt`
 then the compressed dictionary built from it) with its ids and maps, and per triple its 12-byte id
 triple, the 16-byte fingerprint the verification counts, then the sorted HDT id triples and
 bitmaps. BASE is the fixed part (block and batch buffers, thread stacks, the Python driver).
-The index build that follows (pyHDT) needs much less: about the HDT plus index size.
+The index build that follows (quanta.native) needs much less: about 8 bytes per triple and per
+(subject, predicate) pair for its work arrays, plus the index itself (4 to 5 bytes a triple).
 
 The counts are not known before parsing, so they come in two steps:
 
