@@ -10,7 +10,8 @@ outcome, and each surface (the /v1 route, the SPARQL endpoint, the smart
 client running in the gateway) decides what to make of it. `Answered` has
 the page; every other outcome has the `kind` of error it amounts to, and
 `kind.retryable` tells "send the same task again after `retry_after_s`"
-(not admitted, or no reply in time: nothing was lost) from "failed".
+(nothing is lost or repeated: a saved plan resumes the same state) from
+"failed".
 """
 
 from __future__ import annotations
@@ -62,30 +63,32 @@ class Failed:
 
 
 @dataclass(frozen=True, slots=True)
-class NotRun:
-    """The task was not admitted: send it again after `retry_after_s`."""
+class RetryLater:
+    """No page: send the same task again after `retry_after_s` (always safe: a
+    saved plan resumed twice gives the same page twice)."""
 
     retry_after_s: int
     kind: ClassVar[ErrorKind]
 
 
 @dataclass(frozen=True, slots=True)
-class RateLimited(NotRun):
-    """The client is over its rate."""
+class RateLimited(RetryLater):
+    """The client is over its rate: not admitted."""
 
     kind = ErrorKind.RATE_LIMITED
 
 
 @dataclass(frozen=True, slots=True)
-class QueueFull(NotRun):
-    """The task stream holds its maximum."""
+class QueueFull(RetryLater):
+    """The task stream holds its maximum: not admitted."""
 
     kind = ErrorKind.QUEUE_FULL
 
 
 @dataclass(frozen=True, slots=True)
-class RedisDown(NotRun):
-    """Redis did not answer (refused, reset, or a command timed out)."""
+class RedisDown(RetryLater):
+    """Redis did not answer (refused, reset, or a command timed out): the task
+    may not have been queued, or its reply was lost."""
 
     kind = ErrorKind.REDIS_UNAVAILABLE
 
