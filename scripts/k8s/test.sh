@@ -15,6 +15,11 @@ cd "$root"
 PYTHON=${PYTHON:-$root/.venv/bin/python}
 export QUANTA_K8S_REQUIRED=1
 
+# a Docker daemon this script starts (for the images) is stopped when it ends
+eval "$("$here/docker.sh" env)"
+docker version >/dev/null 2>&1 && docker_was_up=1 || docker_was_up=0
+trap '[ "$docker_was_up" = 1 ] || "$here/docker.sh" stop' EXIT
+
 tiers=("$@"); [ ${#tiers[@]} -gt 0 ] || tiers=(static rules apiserver)
 [ "${tiers[*]}" = all ] && tiers=(static rules apiserver pods keda)
 files=()
