@@ -76,7 +76,7 @@ class RespConnection(asyncio.Protocol):
             raise ConnectionError("connection to Redis is closed")
         future = asyncio.get_running_loop().create_future()
         self.waiting.append(future)
-        self.transport.write(hiredis.pack_command(args))
+        self.transport.write(hiredis.pack_command(args))  # type: ignore[arg-type]  # its stub wants a 1-tuple
         return future
 
     def close(self) -> None:
