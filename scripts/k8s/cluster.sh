@@ -179,7 +179,7 @@ case ${1:-} in
   start)
     shift
     mkdir -p "$DIR"
-    started=$(date +%s.%N)
+    started=$(date +%s%N)
     certs
     control_plane
     for opt in "$@"; do
@@ -190,7 +190,8 @@ case ${1:-} in
       esac
     done
     volumes
-    log "ready in $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s; export KUBECONFIG=$KUBECONFIG"
+    elapsed_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+    log "ready in $((elapsed_ms / 1000)).$((elapsed_ms % 1000 / 100)) s; export KUBECONFIG=$KUBECONFIG"
     ;;
   import) shift; import_images "$@" ;;
   stop) stop ;;

@@ -162,7 +162,7 @@ kwok_() {
 }
 
 pods_() {
-  apt_install docker.io containerd containernetworking-plugins debootstrap iptables
+  apt_install docker.io containerd containernetworking-plugins debootstrap iptables util-linux
   kubernetes_ kubelet
 }
 
@@ -188,7 +188,7 @@ keda_() {
 }
 
 static() { helm_; kubeconform_; k8s_schemas; crd_schemas; promtool_; }
-apiserver() { etcd_; kubernetes_ kube-apiserver kube-controller-manager kube-scheduler kubectl; kwok_; }
+apiserver() { apt_install curl openssl; etcd_; kubernetes_ kube-apiserver kube-controller-manager kube-scheduler kubectl; kwok_; }
 pods() { pods_; }
 keda() { keda_; }
 

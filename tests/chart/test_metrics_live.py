@@ -13,9 +13,11 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,23 +55,31 @@ def promql(live: Live, expr: str) -> list[dict[str, Any]]:
     return answer["data"]["result"]  # type: ignore[no-any-return]
 
 
-def run_queries(url: str, seconds: float) -> int:
-    deadline, pages = time.monotonic() + seconds, 0
-    while time.monotonic() < deadline:
-        for query in QUERIES:
-            body: dict[str, str] = {"query": query}
-            while True:
-                request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
-                try:
-                    with urllib.request.urlopen(request, timeout=30) as response:
-                        page = json.load(response)
-                except urllib.error.HTTPError:
-                    break
-                pages += 1
-                if page["next"] is None:
-                    break
-                body = {"next": page["next"]}
-    return pages
+def run_queries(url: str, seconds: float, clients: int = 4) -> int:
+    """`clients` threads run the queries to the end, over and over, for `seconds`: pages answered."""
+
+    def client() -> int:
+        deadline, pages = time.monotonic() + seconds, 0
+        while time.monotonic() < deadline:
+            for query in QUERIES:
+                body: dict[str, str] = {"query": query}
+                while True:
+                    request = urllib.request.Request(
+                        url, json.dumps(body).encode(), {"content-type": "application/json"}
+                    )
+                    try:
+                        with urllib.request.urlopen(request, timeout=30) as response:
+                            page = json.load(response)
+                    except urllib.error.HTTPError:
+                        break
+                    pages += 1
+                    if page["next"] is None:
+                        break
+                    body = {"next": page["next"]}
+        return pages
+
+    with ThreadPoolExecutor(clients) as pool:
+        return sum(pool.map(lambda _: client(), range(clients)))
 
 
 @pytest.fixture(scope="module")
