@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -46,7 +47,9 @@ def make_cert(folder: Path, ca: str, name: str) -> None:
 
 
 def start(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # its own working directory: a master writes an RDB there to sync a replica
+    folder = tempfile.mkdtemp(prefix="quanta-redis-")
+    return subprocess.Popen(["redis-server", *args], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 20) -> None:
