@@ -32,9 +32,10 @@ lock:
 format: install
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-## Regenerate the protobuf code (also done by installing the proto package).
+## Regenerate the protobuf code: rebuild the proto package, whose build hook runs protoc
+## (`make install` does it too whenever a .proto changes).
 proto: install
-	$(BIN)/python proto/hatch_build.py
+	scripts/uv.sh sync --locked --all-packages --quiet --reinstall-package quanta-proto
 
 bench: bench-engine bench-loader bench-service
 
