@@ -164,3 +164,19 @@ def alternating(query: str, stores: list[TripleStore], steps: int) -> list[Row]:
             return rows
         saved = plan.save()
     raise AssertionError("not finished")
+
+
+def test_resuming_the_bytes_just_saved_takes_the_plan_as_it_stands(watdiv_store: TripleStore) -> None:
+    """A worker that saved these very bytes keeps the plan in that state: resuming
+    them takes it without loading; any other resume loads the bytes, to the same rows."""
+    from quanta.engine.plan import POOL
+
+    page = execute(watdiv_store, query=QUERY, quantum_seconds=None, max_results=5)
+    assert page.next is not None
+    kept = POOL.by_state.get((id(watdiv_store), page.next))
+    assert kept is not None
+    fast = execute(watdiv_store, saved=page.next, quantum_seconds=None)
+    assert POOL.by_state.get((id(watdiv_store), page.next)) is None  # taken
+    loaded = execute(watdiv_store, saved=page.next, quantum_seconds=None)  # nothing kept: loads the bytes
+    assert fast.next is None and loaded.next is None
+    assert fast.rows == loaded.rows and len(fast.rows) > 0

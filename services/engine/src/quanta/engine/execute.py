@@ -139,7 +139,7 @@ def _execute(
         render=None if renderer is None else lambda: renderer(rows),
     )
     if saved_next is not None:
-        plan.release()
+        plan.release(saved_next)
     return page
 
 

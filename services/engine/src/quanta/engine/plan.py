@@ -40,6 +40,7 @@ class Plan:
     form: pb.QueryForm
     description: bytes  # the serialized PhysicalPlan
     fixed_terms: int  # extra terms that belong to the static plan
+    saved: bytes | None = None  # while pooled: the bytes its state was saved as
 
     @classmethod
     def compiled(
@@ -76,6 +77,10 @@ class Plan:
     @classmethod
     def load(cls, data: bytes, store: TripleStore, quantum: Quantum) -> Plan:
         """Resume a saved plan; refuse one for another dataset or file build."""
+        kept = POOL.take_saved(store, data)
+        if kept is not None:  # this process saved these very bytes: the plan is in that state
+            kept.ctx.quantum = quantum
+            return kept
         try:
             msg = pb.SavedPlan.FromString(data)
         except DecodeError as error:
@@ -89,7 +94,7 @@ class Plan:
         pooled = POOL.take(store, msg.plan)
         try:
             if pooled:
-                ctx, root = pooled
+                ctx, root = pooled.ctx, pooled.root
                 ctx.quantum = quantum
             else:
                 ctx = Context(store, quantum, TermTable(store, list(physical.extra_terms)), width)
@@ -107,33 +112,65 @@ class Plan:
             raise InvalidPlan(f"saved plan is malformed: {error}") from error
         return cls(ctx, root, list(physical.variables), projection, physical.form, msg.plan, len(physical.extra_terms))
 
-    def release(self) -> None:
+    def release(self, saved: bytes | None = None) -> None:
         """Done with this quantum: leave the operator tree for the next one
-        (unless its term table has grown large: start afresh then)."""
+        (unless its term table has grown large: start afresh then). `saved`:
+        the bytes this state was just saved as, so that resuming from exactly
+        them takes the plan as it stands."""
         if len(self.ctx.terms.extra) <= MAX_POOLED_TERMS:
-            POOL.give(self.ctx.store, self.description, self.ctx, self.root)
+            self.saved = saved
+            POOL.give(self.ctx.store, self)
 
 
 class PlanPool:
-    """Operator trees of plans whose quantum ended in this process, keyed by
-    the static plan's bytes, so the next quantum of the same query loads its
-    state into them instead of rebuilding (resume is then ~10 µs). A tree is
-    handed to one plan at a time; an absent entry just means building anew."""
+    """Plans whose quantum ended in this process, keyed by the static plan's
+    bytes, so the next quantum of the same query loads its state into their
+    operator trees instead of rebuilding (resume is then ~10 µs); and by the
+    bytes their state was saved as, so that the next quantum of a query this
+    process ran last skips even the loading (a dictionary lookup). A plan is
+    handed to one quantum at a time; an absent entry just means building anew."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self.free: OrderedDict[tuple[int, bytes], list[tuple[Context, Operator]]] = OrderedDict()
+        self.free: OrderedDict[tuple[int, bytes], list[Plan]] = OrderedDict()
+        self.by_state: dict[tuple[int, bytes], Plan] = {}
 
-    def take(self, store: TripleStore, description: bytes) -> tuple[Context, Operator] | None:
-        trees = self.free.get((id(store), description))
-        return trees.pop() if trees else None
+    def take(self, store: TripleStore, description: bytes) -> Plan | None:
+        plans = self.free.get((id(store), description))
+        if not plans:
+            return None
+        plan = plans.pop()
+        self._forget(id(store), plan)
+        return plan
 
-    def give(self, store: TripleStore, description: bytes, ctx: Context, root: Operator) -> None:
-        key = (id(store), description)
-        self.free.setdefault(key, []).append((ctx, root))
+    def take_saved(self, store: TripleStore, data: bytes) -> Plan | None:
+        """The pooled plan whose state was saved as `data`, if any."""
+        plan = self.by_state.pop((id(store), data), None)
+        if plan is None:
+            return None
+        plan.saved = None
+        plans = self.free.get((id(store), plan.description), [])
+        for i, pooled in enumerate(plans):
+            if pooled is plan:
+                del plans[i]
+                return plan
+        return None
+
+    def give(self, store: TripleStore, plan: Plan) -> None:
+        key = (id(store), plan.description)
+        self.free.setdefault(key, []).append(plan)
         self.free.move_to_end(key)
+        if plan.saved is not None:
+            self.by_state[(id(store), plan.saved)] = plan
         while len(self.free) > self.size:
-            self.free.popitem(last=False)
+            (store_id, _), evicted = self.free.popitem(last=False)
+            for old in evicted:
+                self._forget(store_id, old)
+
+    def _forget(self, store_id: int, plan: Plan) -> None:
+        if plan.saved is not None and self.by_state.get((store_id, plan.saved)) is plan:
+            del self.by_state[(store_id, plan.saved)]
+        plan.saved = None
 
 
 POOL = PlanPool()
