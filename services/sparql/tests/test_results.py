@@ -174,3 +174,21 @@ def test_an_empty_graph() -> None:
 def test_iris_that_the_syntax_does_not_allow_are_escaped() -> None:
     assert iri_ref("http://x/a b<c>") == "<http://x/a\\u0020b\\u003Cc\\u003E>"
     assert nt_term(f'"x"^^<{EX}t y>') == f'"x"^^<{EX}t\\u0020y>'
+
+
+@pytest.mark.parametrize("fmt", ["rdfxml", "jsonld"])
+def test_nodes_stream_across_chunks(fmt: str) -> None:
+    """A subject split between two chunks is written as if the triples came at once."""
+    out = graph_writer(fmt)
+    text = out.head() + "".join(out.triples(TRIPLES[i : i + 2]) for i in range(0, len(TRIPLES), 2)) + out.end()
+    assert text == write_graph(fmt, TRIPLES)
+
+
+@pytest.mark.parametrize("fmt", sorted(GRAPH_FORMATS))
+def test_every_format_writes_an_empty_graph(fmt: str) -> None:
+    assert list(ox.parse(write_graph(fmt, []).encode(), format=ox.RdfFormat.from_media_type(GRAPH_FORMATS[fmt]))) == []
+
+
+def test_rdfxml_refuses_a_predicate_without_an_xml_name() -> None:
+    with pytest.raises(ValueError, match="does not end with an XML name"):
+        write_graph("rdfxml", [(f"{EX}s", f"{EX}1", f"{EX}o")])
