@@ -9,6 +9,7 @@ max_page_bytes = 1048576          # JSON results per page, about (the quantum en
 plan_mode = "auto"                # auto | value | reference
 plan_threshold_bytes = 4096       # auto: by value up to this size
 backend = "native"                # storage backend: native | pyhdt (default: $QUANTA_BACKEND, else native)
+default = true                    # the dataset of the SPARQL endpoint's /sparql (else the first listed)
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Dataset:
     plan_threshold_bytes: int = 4096
     # storage backend (quanta.engine.storage.BACKENDS); "" = $QUANTA_BACKEND or the engine's default
     backend: str = ""
+    # The dataset /sparql queries (at most one; none marked: the first in the catalog).
+    default: bool = False
 
     def public(self) -> dict[str, object]:
         """What GET /v1/datasets shows (never the file path)."""
@@ -92,7 +95,15 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
         datasets[name] = dataset
     if not datasets:
         raise CatalogError(f"{origin}: no datasets")
+    marked = [name for name, d in datasets.items() if d.default]
+    if len(marked) > 1:
+        raise CatalogError(f"{origin}: several datasets marked default: {marked}")
     return datasets
+
+
+def default_dataset(datasets: dict[str, Dataset]) -> Dataset:
+    """The dataset marked `default = true`, else the first one listed."""
+    return next((d for d in datasets.values() if d.default), next(iter(datasets.values())))
 
 
 def single_dataset_catalog(specs: list[str]) -> dict[str, Dataset]:
@@ -120,6 +131,7 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             f'plan_mode = "{d.plan_mode}"',
             f"plan_threshold_bytes = {d.plan_threshold_bytes}",
             *([f'backend = "{d.backend}"'] if d.backend else []),
+            *(["default = true"] if d.default else []),
             "",
         ]
     path.write_text("\n".join(lines))
