@@ -1,5 +1,34 @@
-"""Client for a quanta service."""
+"""The smart client: any SPARQL 1.1 query over a quanta service (SmartClient,
+SyncClient, `quanta client`), and the low-level `/v1` client (QuantaClient)."""
 
+from quanta.client.budgets import Budgets
 from quanta.client.client import Page, QuantaClient, ServiceError
+from quanta.client.http import HttpTransport
+from quanta.client.requester import RequestEvent, Retry
+from quanta.client.services import ServiceEndpoint, SmartClientEndpoint, SparqlEndpoint
+from quanta.client.smart import DatasetSpec, Execution, SmartClient
+from quanta.client.sync import SyncClient, SyncExecution
+from quanta.client.transport import QueryError, Row, SubPage, SubRequest, Transport
 
-__all__ = ["Page", "QuantaClient", "ServiceError"]
+__all__ = [
+    "Budgets",
+    "DatasetSpec",
+    "Execution",
+    "HttpTransport",
+    "Page",
+    "QuantaClient",
+    "QueryError",
+    "RequestEvent",
+    "Retry",
+    "Row",
+    "ServiceEndpoint",
+    "ServiceError",
+    "SmartClient",
+    "SmartClientEndpoint",
+    "SparqlEndpoint",
+    "SubPage",
+    "SubRequest",
+    "SyncClient",
+    "SyncExecution",
+    "Transport",
+]

@@ -32,6 +32,12 @@ class ErrorKind(Enum):
     QUERY_TOO_LONG = ("query-too-long", 413, "The query is too long")
     UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", 415, "The endpoint does not read this media type")
     UNSUPPORTED_OPERATOR = ("unsupported-operator", 422, "The query uses an operator the server does not evaluate")
+    UNKNOWN_GRAPH = ("unknown-graph", 404, "The dataset has no graph of that name")
+    SERVICE_NOT_ALLOWED = ("service-not-allowed", 403, "SERVICE names an endpoint that is not on the allowlist")
+    # the smart client
+    BUDGET_EXCEEDED = ("budget-exceeded", 507, "The query needs more than its memory or disk budget")
+    SERVICE_FAILED = ("service-failed", 502, "A SERVICE endpoint failed")
+    UNREACHABLE = ("unreachable", 502, "The service could not be reached", True)
     # the service
     RATE_LIMITED = ("rate-limited", 429, "Too many requests from this client", True)
     TOO_MANY_QUERIES = ("too-many-queries", 429, "Too many queries running for this client", True)

@@ -1,0 +1,61 @@
+"""What the operators of one running query share."""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from quanta.client.budgets import Budgets
+from quanta.client.requester import Requester
+from quanta.client.services import ServiceEndpoint
+from quanta.client.transport import QueryError
+from quanta.sparql.errors import ErrorKind
+from quanta.sparql.terms import literal
+
+XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
+
+
+class Context:
+    """The requester (every request goes through it), the budgets, the
+    SERVICE allowlist, the query's NOW(), and its temporary directory
+    (made on first use, removed by `close`)."""
+
+    def __init__(
+        self, requester: Requester, dataset: str, budgets: Budgets, services: Mapping[str, ServiceEndpoint]
+    ) -> None:
+        self.requester = requester
+        self.dataset = dataset
+        self.budgets = budgets
+        self.services = services
+        now = datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
+        self.now = literal(now, datatype=XSD_DATETIME)  # NOW() is one value per query
+        self._temp: Path | None = None
+        self.disk_bytes = 0
+        self.closed = False
+
+    def temp_dir(self) -> Path:
+        if self.closed:
+            raise QueryError(ErrorKind.INTERNAL, "the query is closed")
+        if self._temp is None:
+            self._temp = Path(tempfile.mkdtemp(prefix="quanta-client-", dir=self.budgets.temp_dir))
+        return self._temp
+
+    def spilled(self, size: int) -> None:
+        """Account for `size` more bytes written to temporary files."""
+        self.disk_bytes += size
+        if self.disk_bytes > self.budgets.disk_bytes:
+            raise QueryError(
+                ErrorKind.BUDGET_EXCEEDED,
+                f"temporary files exceed the disk budget of {self.budgets.disk_bytes} bytes",
+            )
+
+    def close(self) -> None:
+        """No request is sent after this; temporary files are removed."""
+        self.closed = True
+        self.requester.close()
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None

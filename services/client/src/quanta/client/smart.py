@@ -1,0 +1,153 @@
+"""The smart client: any SPARQL 1.1 query over the preemptive protocol.
+
+    client = SmartClient(HttpTransport("http://127.0.0.1:8000"))
+    execution = await client.prepare("SELECT ... ORDER BY ?x", DatasetSpec("watdiv-100k"))
+    async for row in execution.solutions():   # rows as soon as they are known
+        ...
+    await execution.aclose()                  # no request is sent after this returns
+
+`prepare` parses and plans: whatever can be known before running (a syntax
+error with its line and column, a SERVICE not on the allowlist, a graph the
+dataset lacks) is raised there, before any result. The plan sends the
+server the largest pieces it evaluates (`quanta.sparql.fragment`) and runs
+the rest here (docs/client.md says what runs where, and what it costs in
+requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
+from quanta.client.plan.context import Context
+from quanta.client.plan.query import QueryPlan, plan_query
+from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, Retry
+from quanta.client.services import ServiceEndpoint
+from quanta.client.transport import QueryError, Row, Transport
+from quanta.sparql.errors import ErrorKind
+
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    """The dataset a query runs on: a dataset of the service, and the SPARQL
+    Protocol's `default-graph-uri` / `named-graph-uri` (None when not given;
+    then the query's FROM / FROM NAMED apply, else the dataset's own graphs)."""
+
+    name: str
+    default_graph_uri: tuple[str, ...] | None = None
+    named_graph_uri: tuple[str, ...] | None = None
+
+
+class SmartClient:
+    """Plans and runs queries over `transport`. One client serves any number
+    of concurrent queries (each has its own Execution)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        budgets: Budgets = DEFAULT_BUDGETS,
+        services: Mapping[str, ServiceEndpoint] | None = None,
+        on_request: OnRequest | None = None,
+        retry: Retry = DEFAULT_RETRY,
+    ) -> None:
+        self.transport = transport
+        self.budgets = budgets
+        self.services = dict(services or {})
+        self.on_request = on_request
+        self.retry = retry
+
+    async def prepare(self, query: str, dataset: DatasetSpec | str, *, name: str | None = None) -> Execution:
+        """Parse and plan `query`; raise QueryError for anything known before running it."""
+        spec = DatasetSpec(dataset) if isinstance(dataset, str) else dataset
+        requester = Requester(self.transport, name=name or "query", on_request=self.on_request, retry=self.retry)
+        context = Context(requester, spec.name, self.budgets, self.services)
+        try:
+            plan = await plan_query(query, spec, context, self.transport)
+        except BaseException:
+            context.close()
+            raise
+        return Execution(plan, context)
+
+
+class Execution:
+    """One running query. Iterate `solutions()` (SELECT), `await boolean()`
+    (ASK) or `triples()` (CONSTRUCT, DESCRIBE) once; `aclose()` stops it."""
+
+    def __init__(self, plan: QueryPlan, context: Context) -> None:
+        self.plan = plan
+        self.context = context
+        self.form: str = plan.form
+        self.variables: list[str] = list(plan.variables)
+        self._started = False
+
+    @property
+    def requests(self) -> int:
+        """Requests sent to the server so far (retries included)."""
+        return self.context.requester.requests
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the server's pages so far."""
+        return self.context.requester.bytes
+
+    def solutions(self) -> AsyncIterator[Row]:
+        """SELECT: each solution, one term per variable (None: unbound), as soon as it is known."""
+        self._expect("select")
+        return self._rows()
+
+    async def boolean(self) -> bool:
+        """ASK: whether the pattern has a solution (stops at the first)."""
+        self._expect("ask")
+        try:
+            async for _ in self._rows():
+                return True
+            return False
+        finally:
+            await self.aclose()
+
+    def triples(self) -> AsyncIterator[Triple]:
+        """CONSTRUCT and DESCRIBE: the graph's triples (dictionary syntax), each once."""
+        if self.form not in ("construct", "describe"):
+            raise QueryError(ErrorKind.INVALID_REQUEST, f"a {self.form.upper()} query has no triples")
+        self._expect(self.form)
+        return self._triples()
+
+    async def aclose(self) -> None:
+        """Stop: no request is sent once this returns; temporary files are removed."""
+        self.context.close()
+
+    async def __aenter__(self) -> Execution:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _expect(self, form: str) -> None:
+        if self.form != form:
+            raise QueryError(ErrorKind.INVALID_REQUEST, f"this is a {self.form.upper()} query, not {form.upper()}")
+        if self._started:
+            raise QueryError(ErrorKind.INVALID_REQUEST, "the results of an execution are read once")
+        self._started = True
+
+    async def _rows(self) -> AsyncIterator[Row]:
+        try:
+            async for batch in self.plan.run(self.context):
+                for row in batch:
+                    yield row
+        except Cancelled:
+            return
+        finally:
+            self.context.close()
+
+    async def _triples(self) -> AsyncIterator[Triple]:
+        async for row in self._rows():
+            s, p, o = row
+            assert s is not None and p is not None and o is not None
+            yield s, p, o

@@ -1,0 +1,93 @@
+"""The smart client's view of a quanta service: one quantum of a server-fragment query per call.
+
+A `Transport` runs one `SubRequest` (a query text or a `next` token, on a
+dataset's default graph or one of its named graphs) and returns a `SubPage`,
+or raises `QueryError`. `HttpTransport` (quanta.client.http) speaks the `/v1`
+JSON protocol; the gateway has one over its dispatcher (no HTTP). Retrying
+what may succeed later is the caller's (`quanta.client.requests`): a
+transport reports, it never waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from quanta.sparql.errors import ErrorKind
+
+Row = tuple[str | None, ...]
+"""One dictionary-syntax term per variable (quanta.sparql.terms); None = unbound."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubRequest:
+    """One quantum of a server-fragment query: start `query`, or continue from `next`."""
+
+    dataset: str
+    graph: str | None = None  # None: the dataset's default graph; else a named graph's IRI
+    query: str | None = None
+    next: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.query is None) == (self.next is None):
+            raise ValueError("a SubRequest has exactly one of `query` and `next`")
+
+    def resumed(self, token: str) -> SubRequest:
+        """The request that continues this one from `token`."""
+        return SubRequest(self.dataset, self.graph, None, token)
+
+
+@dataclass(frozen=True, slots=True)
+class SubPage:
+    """The results of one quantum. `next` is None on the last page; an ASK's
+    `boolean` is set on its last page (its rows are empty)."""
+
+    variables: list[str]
+    rows: list[Row]
+    next: str | None
+    boolean: bool | None = None
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    bytes: int = 0  # transferred for this page (response body; 0 if the transport cannot tell)
+
+
+class QueryError(Exception):
+    """A request, or a whole query, failed. `kind` says how (its `retryable`
+    tells "send the same request again after `retry_after_s`" from "failed");
+    `next`, when set, is what to send instead of the failed request's input
+    (a reply timeout hands back the state to resume from)."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        next: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        operator: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after_s = retry_after_s
+        self.next = next
+        self.line = line
+        self.column = column
+        self.operator = operator
+
+    def __str__(self) -> str:
+        where = f" (line {self.line}, column {self.column})" if self.line else ""
+        return f"{self.kind.slug}: {self.message}{where}"
+
+
+class Transport(Protocol):
+    async def run(self, request: SubRequest) -> SubPage:
+        """Run one quantum; raise QueryError on any failure (never retry)."""
+        ...
+
+    async def named_graphs(self, dataset: str) -> list[str]:
+        """The IRIs of the dataset's named graphs (GRAPH ?g ranges over them);
+        QueryError(UNKNOWN_DATASET) if there is no such dataset."""
+        ...
