@@ -77,6 +77,7 @@ app() {
       --build-arg UV_IMAGE="$UV_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust -f "$root/services/$role/Dockerfile" "$root"
     log "quanta-$role:$TAG built in $((SECONDS - start)) s"
   done
+  docker image prune -f >/dev/null  # the previous builds' images, now untagged
 }
 
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(base helpers app)
