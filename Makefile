@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test test-fast lint format lock proto bench bench-engine bench-loader bench-service clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service clean
 
 install:
 	@scripts/bootstrap.sh
@@ -13,12 +13,23 @@ install:
 run: install
 	$(BIN)/quanta up
 
-## The whole test suite (what CI runs).
+## The whole test suite (what CI runs): the Python suite, then the chart's tiers (static checks,
+## rules and dashboards, a real API server, real pods, KEDA), whose tools build once, cached by version.
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not chart and not cluster"
+	PYTHON=$(BIN)/python scripts/k8s/test.sh all
 
+## The Python suite without the slow tests and without Kubernetes.
 test-fast: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not chart and not cluster"
+
+## The chart's tiers alone (scripts/k8s/test.sh: static rules apiserver pods keda, or all).
+test-chart: install
+	PYTHON=$(BIN)/python scripts/k8s/test.sh $(or $(TIERS),all)
+
+## The Kubernetes dev loop (needs a cluster and skaffold).
+dev:
+	skaffold dev -p local
 
 ## ruff (lint and format) and mypy.
 lint: install

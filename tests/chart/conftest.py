@@ -22,10 +22,6 @@ KUBE_VERSION = "v1.37.2"
 Render = Callable[..., list[dict[str, Any]]]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "chart: the chart's static, rule and dashboard tiers (scripts/k8s/test.sh)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test under tests/chart carries the `chart` marker (select or deselect them with -m)."""
     here = Path(__file__).parent

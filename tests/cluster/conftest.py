@@ -27,10 +27,6 @@ SCRIPTS = ROOT / "scripts" / "k8s"
 TOOLS = Path(os.environ.get("QUANTA_K8S_TOOLS", Path.home() / ".cache" / "quanta" / "k8s" / "bin"))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cluster: needs a real Kubernetes API server (scripts/k8s/cluster.sh)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Clusters take a while to start: these tiers run from scripts/k8s/test.sh (or QUANTA_K8S_CLUSTER=1)."""
     if os.environ.get("QUANTA_K8S_REQUIRED") == "1" or os.environ.get("QUANTA_K8S_CLUSTER") == "1":
