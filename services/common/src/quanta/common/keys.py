@@ -43,3 +43,17 @@ PLAN_TTL_S = 900
 def rate(client: str) -> str:
     """A client's token bucket (tokens, last refill)."""
     return f"{PREFIX}rate:{client}"
+
+
+def running(client: str) -> str:
+    """The SPARQL endpoint's queries running for a client: a sorted set of
+    query ids scored by the end of their lease (ms, Redis's clock). A gateway
+    renews the lease while the query streams; one that dies leaves a lease
+    that simply runs out."""
+    return f"{PREFIX}running:{client}"
+
+
+def query_rate(client: str) -> str:
+    """A client's token bucket for new SPARQL endpoint queries (the quanta of
+    an admitted query are not charged to `rate`)."""
+    return f"{PREFIX}query-rate:{client}"

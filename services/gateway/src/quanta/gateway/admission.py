@@ -63,9 +63,10 @@ class Admitter:
     def __init__(self, rate: float, burst: int, max_queue: int, retry_after_s: int) -> None:
         self.rate, self.burst, self.max_queue, self.retry_after_s = rate, burst, max_queue, retry_after_s
 
-    async def admit(self, conn: RespConnection, client: str, task: bytes) -> Admission:
-        """Enqueue `task` unless the client is over its rate or the queue is full (raises RedisError)."""
-        args = [self.rate, self.burst, self.max_queue, keys.GROUP, task]
+    async def admit(self, conn: RespConnection, client: str, task: bytes, charge: bool = True) -> Admission:
+        """Enqueue `task` unless the client is over its rate (when `charge`d) or the queue is full
+        (raises RedisError). A quantum of a query already admitted is not charged."""
+        args = [self.rate if charge else 0, self.burst, self.max_queue, keys.GROUP, task]
         code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, [keys.rate(client), keys.TASKS], args)
         if code == 0:
             return Admission(entry_id=value.decode() if isinstance(value, bytes) else str(value))

@@ -45,6 +45,18 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(default=2.0, gt=0)
     redis_connect_timeout_s: float = Field(default=1.0, gt=0)
     access_log: bool = True
+    # The SPARQL endpoint (/sparql): fair use per client, without any time limit on a query.
+    sparql_max_queries: int = Field(default=4, ge=0, description="queries one client may run at once; 0: no cap")
+    sparql_query_rate: float = Field(default=5.0, ge=0, description="new queries/s per client; 0: no limit")
+    sparql_query_burst: int = Field(default=20, ge=1, description="new queries a client may start at once")
+    # Each query's client-side operators: rows in memory, then spilled to disk up to a size.
+    sparql_memory_rows: int = Field(default=100_000, ge=1)
+    sparql_disk_bytes: int = Field(default=1 << 30, ge=0)
+    sparql_temp_dir: str = ""  # "": the system's temporary directory
+    # Origins whose pages may call the service from a browser (comma-separated; "*": any; "": none).
+    cors_origins: str = "*"
+    # SERVICE endpoints a query may call (IRIs, comma or space separated); none: SERVICE is refused.
+    service_allowlist: str = ""
     # Redis over TLS (rediss://) and through Sentinel: see quanta.common.settings.RedisSettings.
     redis_password: str | None = Field(default=None, repr=False)
     redis_tls_ca_file: str | None = None
@@ -77,6 +89,12 @@ class Settings(BaseSettings):
             sentinels=self.redis_sentinels, sentinel_master=self.redis_sentinel_master,
             sentinel_password=self.redis_sentinel_password,
         )  # fmt: skip
+
+    def cors_origin_list(self) -> list[str]:
+        return [origin.strip() for origin in self.cors_origins.split(",") if origin.strip()]
+
+    def service_endpoints(self) -> frozenset[str]:
+        return frozenset(self.service_allowlist.replace(",", " ").split())
 
     def signing_keys(self) -> list[tuple[str, bytes]]:
         """(key id, secret) in order; the first signs."""

@@ -16,9 +16,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from redis.asyncio import Redis
 
+from quanta.client.smart import SmartClient
 from quanta.common.catalog import Dataset
 from quanta.gateway.config import Settings
 from quanta.gateway.dispatch import Dispatcher
+from quanta.gateway.fair_use import FairUse
 from quanta.gateway.tokens import Signer
 
 
@@ -31,6 +33,8 @@ class Services:
     signer: Signer
     redis: Redis  # ordinary commands, short timeouts
     dispatcher: Dispatcher
+    fair_use: FairUse  # the SPARQL endpoint's admission of queries
+    smart_client: SmartClient  # runs the SPARQL endpoint's queries, over the dispatcher
 
 
 async def get_redis(request: Request) -> Redis:

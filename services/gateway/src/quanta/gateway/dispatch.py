@@ -125,8 +125,9 @@ class Dispatcher:
             command_timeout_s, reply_timeout_s, retry_after_s,
         )  # fmt: skip
 
-    async def run(self, client: str, task: queue_pb2.Task) -> Outcome:
-        """Admit `task` for `client` (its rate limit), enqueue it, wait for its reply."""
+    async def run(self, client: str, task: queue_pb2.Task, charge: bool = True) -> Outcome:
+        """Admit `task` for `client` (charged to its rate limit unless `charge` is
+        False: a quantum of a query the SPARQL endpoint admitted), enqueue it, wait for its reply."""
         task.reply_to = keys.reply(task.id)
         task.enqueued_at = time.time()
         started = time.perf_counter()
@@ -134,7 +135,7 @@ class Dispatcher:
         try:
             async with self.pool.connection() as conn:
                 async with asyncio.timeout(self.command_timeout_s):
-                    admission = await self.admitter.admit(conn, client, task.SerializeToString())
+                    admission = await self.admitter.admit(conn, client, task.SerializeToString(), charge)
                 if not admission.refused:
                     async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
                         item = await conn.call("BLPOP", task.reply_to, self.reply_timeout_s)

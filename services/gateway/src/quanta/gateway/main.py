@@ -13,11 +13,16 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from quanta.common.catalog import load_catalog
+from quanta.client.budgets import Budgets
+from quanta.client.requester import RequestEvent
+from quanta.client.services import ServiceEndpoint, SparqlEndpoint
+from quanta.client.smart import SmartClient
+from quanta.common.catalog import Dataset, load_catalog
 from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.admission import Admitter
@@ -25,13 +30,17 @@ from quanta.gateway.api.main import api_router
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
+from quanta.gateway.fair_use import FairUse
 from quanta.gateway.middleware import BodyTooLarge, Edge
 from quanta.gateway.models import QueryRequest, problem_schema
 from quanta.gateway.resp import RespPool
 from quanta.gateway.tokens import Signer
+from quanta.gateway.transport import DispatcherTransport
 from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
+# What a page on another origin (YASGUI, say) may send: the form or query body, and an API key.
+CORS_HEADERS = ["Accept", "Content-Type", "X-API-Key", "X-Request-ID"]
 
 DESCRIPTION = """Preemptive SPARQL: every request runs one time quantum of a query on some worker
 and answers with the results so far and a `next` token that continues it. Errors are RFC 9457
@@ -64,9 +73,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
+        fair_use = FairUse(
+            redis, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
+            burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
+        )  # fmt: skip
         app.state.services = Services(
-            settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher
-        )
+            settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,
+            fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher),
+        )  # fmt: skip
         log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis().redacted_url()})
         try:
             yield
@@ -78,9 +92,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     app.add_exception_handler(BodyTooLarge, _on_body_too_large)
     app.include_router(api_router)
+    if settings.cors_origin_list():
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origin_list(), allow_methods=["GET", "POST"],
+            allow_headers=CORS_HEADERS, expose_headers=["Retry-After", "X-Request-ID"], max_age=3600,
+        )  # fmt: skip
     app.add_middleware(Edge, max_body_bytes=settings.max_body_bytes, access_log=settings.access_log)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def smart_client(settings: Settings, catalog: dict[str, Dataset], dispatcher: Dispatcher) -> SmartClient:
+    """The SPARQL endpoint's client: quanta through the dispatcher, SERVICE only to the allowlist."""
+    services: dict[str, ServiceEndpoint] = {iri: SparqlEndpoint(iri) for iri in settings.service_endpoints()}
+    budgets = Budgets(
+        memory_rows=settings.sparql_memory_rows, disk_bytes=settings.sparql_disk_bytes,
+        temp_dir=settings.sparql_temp_dir or None,
+    )  # fmt: skip
+    transport = DispatcherTransport(dispatcher, catalog)
+    return SmartClient(transport, budgets=budgets, services=services, on_request=_count_quantum)
+
+
+def _count_quantum(event: RequestEvent) -> None:
+    metrics.SPARQL_QUANTA.labels(event.status).inc()
 
 
 async def _on_body_too_large(request: Request, exc: Exception) -> Response:

@@ -27,7 +27,9 @@ from quanta.common import keys
 # `_created` series double the output and no dashboard of ours reads them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 REGISTRY = CollectorRegistry(auto_describe=True)
-REJECT_REASONS = ("queue_full", "rate_limited", "redis_down", "invalid_token", "too_large")
+REJECT_REASONS = (
+    "queue_full", "rate_limited", "redis_down", "invalid_token", "too_large", "too_many_queries", "query_rate",
+)  # fmt: skip
 
 HTTP_REQUESTS = Counter(
     "quanta_http_requests", "HTTP requests answered", ["route", "method", "status"], registry=REGISTRY
@@ -49,6 +51,33 @@ REPLY_TIMEOUTS = Counter("quanta_reply_timeouts", "Requests answered 504: no wor
 REJECTED = Counter("quanta_rejected", "Requests refused before reaching a worker", ["reason"], registry=REGISTRY)
 for _reason in REJECT_REASONS:
     REJECTED.labels(_reason)
+
+# The SPARQL endpoint (/sparql). Outcomes: completed; failed (an HTTP error
+# before any result: syntax, refused, 406...); aborted (failed after results
+# were sent: the response is cut short); disconnected (the client left: the
+# query stopped at its next quantum).
+SPARQL_FORMS = ("select", "ask", "construct", "describe")
+SPARQL_OUTCOMES = ("completed", "failed", "aborted", "disconnected")
+SPARQL_QUERIES = Counter(
+    "quanta_sparql_queries", "SPARQL endpoint queries, by form and how they ended", ["form", "outcome"],
+    registry=REGISTRY,
+)  # fmt: skip
+SPARQL_BYTES = Counter(
+    "quanta_sparql_streamed_bytes", "Result bytes the SPARQL endpoint sent", ["format"], registry=REGISTRY
+)
+SPARQL_QUANTA = Counter(
+    "quanta_sparql_quanta", "Quanta (tasks) the SPARQL endpoint's queries ran, by status (ok or an error kind)",
+    ["status"], registry=REGISTRY,
+)  # fmt: skip
+SPARQL_FIRST_RESULT = Histogram(
+    "quanta_sparql_first_result_seconds",
+    "From the request to the first bytes of results (or the whole answer, when it comes at once)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+    registry=REGISTRY,
+)
+for _form in SPARQL_FORMS:
+    for _outcome in SPARQL_OUTCOMES:
+        SPARQL_QUERIES.labels(_form, _outcome)
 
 
 def init_datasets(names: list[str]) -> None:

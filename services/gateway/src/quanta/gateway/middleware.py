@@ -69,6 +69,8 @@ class Edge:
         try:
             await self.app(scope, limited_receive, tagged_send)
         finally:
+            if scope.get("state", {}).get("client_closed") and status == 500:
+                status = 499  # the client left before any answer (nginx's code for it)
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
             metrics.HTTP_REQUESTS.labels(route, scope["method"], str(status)).inc()

@@ -2,9 +2,10 @@
 
 from fastapi import APIRouter
 
-from quanta.gateway.api import datasets, health, queries
+from quanta.gateway.api import datasets, health, queries, sparql
 
 api_router = APIRouter()
 api_router.include_router(datasets.router)
 api_router.include_router(queries.router)
+api_router.include_router(sparql.router)
 api_router.include_router(health.router)

@@ -1,0 +1,144 @@
+"""The SPARQL 1.1 Protocol endpoint: `GET`/`POST /sparql/{dataset}`, and `/sparql`
+for the catalog's default dataset.
+
+Any SPARQL 1.1 query: the smart client runs in the gateway, sending the
+server fragment's pieces to the workers as tasks (one quantum each) and
+evaluating the rest here; results stream as they come (streaming.py). A
+`GET` without a query answers the service description.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import APIRouter, Request, Response
+
+from quanta.client.smart import DatasetSpec
+from quanta.client.transport import QueryError
+from quanta.common.catalog import Dataset, default_dataset
+from quanta.gateway import answers, description, metrics
+from quanta.gateway.admission import client_id
+from quanta.gateway.deps import Services
+from quanta.gateway.negotiation import GRAPHS, RESULTS, Offer, accepted, negotiate
+from quanta.gateway.problems import Problem, openapi_responses
+from quanta.gateway.sparql_protocol import QueryOperation, read_operation
+from quanta.gateway.streaming import ResultStream, query_problem
+from quanta.sparql import graphs
+from quanta.sparql.errors import ErrorKind
+
+router = APIRouter(tags=["sparql"])
+RESPONSES = {
+    200: {
+        "description": "The results (streamed), or the service description for a GET without a query",
+        "content": {offer.media_type: {} for offer in RESULTS + GRAPHS},
+    },
+    **openapi_responses(*ErrorKind),
+}
+QUERY_PARAMETERS = {
+    "parameters": [
+        {"name": "query", "in": "query", "schema": {"type": "string"}, "description": "the query (GET)"},
+        {"name": "default-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+        {"name": "named-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+    ]
+}
+
+
+DEFAULT = {
+    "response_class": Response, "responses": RESPONSES, "openapi_extra": QUERY_PARAMETERS,
+    "summary": "SPARQL 1.1 Protocol endpoint of the default dataset",
+}  # fmt: skip
+BY_NAME = DEFAULT | {"summary": "SPARQL 1.1 Protocol endpoint of a dataset"}
+
+
+@router.get("/sparql", **DEFAULT)  # type: ignore[arg-type]
+@router.post("/sparql", **DEFAULT)  # type: ignore[arg-type]
+async def default_endpoint(request: Request) -> Response:
+    """Any SPARQL 1.1 query on the catalog's default dataset (see `/sparql/{dataset}`)."""
+    services: Services = request.app.state.services
+    return await _answer(request, default_dataset(services.catalog))
+
+
+@router.api_route("/sparql/", methods=["GET", "POST"], include_in_schema=False)
+async def default_endpoint_slash(request: Request) -> Response:
+    return await default_endpoint(request)
+
+
+@router.get("/sparql/{dataset}", **BY_NAME)  # type: ignore[arg-type]
+@router.post("/sparql/{dataset}", **BY_NAME)  # type: ignore[arg-type]
+async def dataset_endpoint(dataset: str, request: Request) -> Response:
+    """`GET ?query=`, `POST` a form or `application/sparql-query`: the results,
+    streamed, in the negotiated format (SPARQL JSON by default; Turtle for
+    graphs). Without a query, `GET` answers the service description."""
+    services: Services = request.app.state.services
+    found = services.catalog.get(dataset)
+    if found is None:
+        raise Problem(ErrorKind.UNKNOWN_DATASET, f"no dataset named {dataset!r}; GET /v1/datasets lists them")
+    return await _answer(request, found)
+
+
+async def _answer(request: Request, dataset: Dataset) -> Response:
+    started = time.perf_counter()
+    services: Services = request.app.state.services
+    operation = await read_operation(request)
+    if operation is None:
+        return _description(request, dataset, services)
+    if len(operation.query) > services.settings.max_query_chars:
+        metrics.REJECTED.labels("too_large").inc()
+        limit = services.settings.max_query_chars
+        raise Problem(ErrorKind.QUERY_TOO_LONG, f"{len(operation.query)} characters; this service takes up to {limit}")
+    lease = await services.fair_use.admit(client_id(request, services.settings.trust_forwarded))
+    try:
+        return await _stream(request, dataset, operation, services, lease.release, started)
+    except BaseException:
+        await lease.release()
+        raise
+
+
+async def _stream(
+    request: Request, dataset: Dataset, operation: QueryOperation, services: Services,
+    release: Callable[[], Awaitable[None]], started: float,
+) -> Response:  # fmt: skip
+    try:
+        execution = await services.smart_client.prepare(operation.query, _dataset_spec(dataset, operation))
+    except QueryError as error:
+        metrics.SPARQL_QUERIES.labels("unknown", "failed").inc()
+        raise query_problem(error) from error
+    offers = RESULTS if execution.form in ("select", "ask") else GRAPHS
+    offer = negotiate(request.headers.get("accept"), offers)
+    if offer is None:
+        await execution.aclose()
+        metrics.SPARQL_QUERIES.labels(execution.form, "failed").inc()
+        raise Problem(
+            ErrorKind.NOT_ACCEPTABLE, f"a {execution.form.upper()} query's results are one of: {accepted(offers)}"
+        )
+    produce, render = answers.producer(execution, offer.format)
+
+    async def close() -> None:
+        try:
+            await execution.aclose()
+        finally:
+            await release()
+
+    return ResultStream(
+        produce, render, content_type=offer.content_type, headers={"Vary": "Accept"},
+        form=execution.form, fmt=offer.format, close=close, started_at=started,
+    )  # fmt: skip
+
+
+def _dataset_spec(dataset: Dataset, operation: QueryOperation) -> DatasetSpec:
+    """The protocol's dataset, when it names one, overrides the query's FROM and FROM NAMED."""
+    if not operation.default_graphs and not operation.named_graphs:
+        return DatasetSpec(dataset.name)
+    return DatasetSpec(dataset.name, operation.default_graphs, operation.named_graphs)
+
+
+def _description(request: Request, dataset: Dataset, services: Services) -> Response:
+    offer: Offer | None = negotiate(request.headers.get("accept"), GRAPHS)
+    if offer is None:
+        raise Problem(ErrorKind.NOT_ACCEPTABLE, f"the service description is one of: {accepted(GRAPHS)}")
+    endpoint = str(request.url.replace(query=""))
+    federated = bool(services.settings.service_endpoints())
+    triples = description.service_description(endpoint, dataset, federated)
+    text = graphs.write_graph(offer.format, triples, description.PREFIXES if offer.format == "ttl" else None)
+    return Response(text, media_type=offer.content_type, headers={"Vary": "Accept"})

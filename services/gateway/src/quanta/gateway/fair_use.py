@@ -1,0 +1,124 @@
+"""Fair use on the SPARQL endpoint, without time limits: per client, a cap on
+the queries running at once and a token bucket for starting new ones.
+
+A query is charged once, when it is admitted; its quanta then go through the
+queue uncharged (a long query must not throttle itself). The count of running
+queries is a sorted set of leases in Redis, shared by every gateway process:
+admitted queries renew their lease while they stream and drop it when they
+end, and a gateway that dies leaves leases that run out by themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import uuid
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from quanta.common import keys
+from quanta.gateway import metrics
+from quanta.gateway.problems import Problem
+from quanta.sparql.errors import ErrorKind
+
+log = logging.getLogger("quanta.gateway")
+LEASE_S = 60.0  # a dead gateway's queries stop counting after this long
+RENEW_S = LEASE_S / 3
+
+# KEYS[1] the client's running queries, KEYS[2] its bucket of new queries.
+# ARGV: max running (0: no cap), rate (0: none), burst, query id, lease ms.
+# Returns {0, 0} admitted | {1, 0} too many running | {2, retry after ms} rate limited.
+ADMIT_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local cap = tonumber(ARGV[1])
+if cap > 0 and redis.call('ZCARD', KEYS[1]) >= cap then return {1, 0} end
+local rate = tonumber(ARGV[2])
+if rate > 0 then
+  local burst = tonumber(ARGV[3])
+  local bucket = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
+  local tokens = tonumber(bucket[1]) or burst
+  local ts = tonumber(bucket[2]) or now
+  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+  if tokens < 1 then
+    redis.call('HSET', KEYS[2], 'tokens', tokens, 'ts', now)
+    return {2, math.ceil((1 - tokens) * 1000 / rate)}
+  end
+  redis.call('HSET', KEYS[2], 'tokens', tokens - 1, 'ts', now)
+  redis.call('PEXPIRE', KEYS[2], math.ceil(burst * 1000 / rate) + 1000)
+end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], lease)
+return {0, 0}
+"""
+# KEYS[1] the client's running queries; ARGV: query id, lease ms. Renews a lease still held.
+RENEW_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+end
+return 0
+"""
+
+
+class Lease:
+    """An admitted query's place among its client's running queries, renewed
+    in the background until `release`."""
+
+    def __init__(self, redis: Redis, client: str, query_id: str) -> None:
+        self.redis, self.key, self.query_id = redis, keys.running(client), query_id
+        self._renewing = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(RENEW_S)
+            try:
+                await self.redis.eval(RENEW_LUA, 1, self.key, self.query_id, int(LEASE_S * 1000))
+            except (RedisError, OSError) as error:  # the next renewal may succeed; the lease outlives a few misses
+                log.warning("query lease not renewed", extra={"error": repr(error)})
+
+    async def release(self) -> None:
+        self._renewing.cancel()
+        with contextlib.suppress(RedisError, OSError):  # else the lease runs out by itself
+            await self.redis.zrem(self.key, self.query_id)
+
+
+class FairUse:
+    def __init__(self, redis: Redis, *, max_queries: int, rate: float, burst: int, retry_after_s: int) -> None:
+        self.redis = redis
+        self.max_queries, self.rate, self.burst, self.retry_after_s = max_queries, rate, burst, retry_after_s
+
+    async def admit(self, client: str) -> Lease:
+        """A lease for a new query of `client`; raises Problem 429 (too many
+        running, or starting them too fast) or 503 (Redis unreachable)."""
+        query_id = uuid.uuid4().hex
+        args: list[int | float | str] = [self.max_queries, self.rate, self.burst, query_id, int(LEASE_S * 1000)]
+        try:
+            code, value = await self.redis.eval(ADMIT_LUA, 2, keys.running(client), keys.query_rate(client), *args)
+        except (RedisError, OSError) as error:
+            metrics.REJECTED.labels("redis_down").inc()
+            raise Problem(
+                ErrorKind.REDIS_UNAVAILABLE, "the task queue cannot be reached; retry the same request",
+                headers={"Retry-After": str(self.retry_after_s)}, retry_after=self.retry_after_s,
+            ) from error  # fmt: skip
+        if code == 1:
+            metrics.REJECTED.labels("too_many_queries").inc()
+            detail = f"this client already runs {self.max_queries} queries; start another when one ends"
+            raise Problem(
+                ErrorKind.TOO_MANY_QUERIES, detail,
+                headers={"Retry-After": str(self.retry_after_s)}, retry_after=self.retry_after_s,
+            )  # fmt: skip
+        if code == 2:
+            metrics.REJECTED.labels("query_rate").inc()
+            wait = max(1, math.ceil(int(value) / 1000))
+            raise Problem(
+                ErrorKind.RATE_LIMITED, f"this client starts queries faster than {self.rate:g}/s",
+                headers={"Retry-After": str(wait)}, retry_after=wait,
+            )  # fmt: skip
+        return Lease(self.redis, client, query_id)

@@ -1,0 +1,219 @@
+"""The SPARQL endpoint's response: results streamed as the query produces them.
+
+- **When bytes go out.** Results wait in a buffer while the query produces
+  them without waiting, and are sent as soon as it is about to wait (for the
+  next quantum, typically), or when the buffer is large. So the first results
+  leave about one quantum after the request, whatever the query's total time.
+- **Never a partial answer presented as complete.** Nothing is sent before
+  the first result (or the end): a failure until then is an ordinary HTTP
+  error (problem details). A failure after the status line went out aborts
+  the response: the connection is closed without the chunked encoding's last
+  chunk, which every HTTP client reports as an error (the document is also
+  left unterminated: JSON and XML do not parse).
+- **Nothing runs for nobody.** A disconnect cancels the query where it
+  waits; `Execution.aclose()` then sends no further task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from quanta.client.transport import QueryError
+from quanta.gateway import metrics
+from quanta.gateway.problems import MEDIA_TYPE, Problem
+from quanta.sparql.errors import ErrorKind
+
+log = logging.getLogger("quanta.gateway")
+FLUSH_ROWS = 4096  # rows a query produces without waiting before they are sent anyway
+T = TypeVar("T")
+Render = Callable[[Sequence[Any]], str]  # rows to text: a results writer's `rows`, a graph writer's `triples`
+
+
+class Output:
+    """Rows and text on their way to the client, in order. `render` writes rows
+    (a results or graph writer's `rows`/`triples`); nothing is sent until the
+    first row or the end, so that an error before it can still be an HTTP error."""
+
+    def __init__(self, render: Render, start: Callable[[], Awaitable[None]], send: Send) -> None:
+        self.render, self.start, self.send = render, start, send
+        self.texts: list[str] = []
+        self.rows: list[Any] = []
+        self.started = False
+        self.sent_bytes = 0
+        self.lock = asyncio.Lock()
+
+    def text(self, text: str) -> None:
+        self._render()
+        self.texts.append(text)
+
+    def row(self, row: Any) -> None:
+        self.rows.append(row)
+
+    @property
+    def full(self) -> bool:
+        return len(self.rows) >= FLUSH_ROWS
+
+    def _render(self) -> None:
+        if self.rows:
+            self.texts.append(self.render(self.rows))
+            self.rows = []
+
+    async def flush(self) -> None:
+        """Send what is buffered, once there is a result to send."""
+        if self.rows or (self.started and self.texts):
+            await self._send(more=True)
+
+    async def finish(self) -> None:
+        await self._send(more=False)
+
+    async def _send(self, more: bool) -> None:
+        self._render()
+        body = "".join(self.texts).encode()
+        self.texts = []
+        async with self.lock:
+            if not self.started:
+                await self.start()
+                self.started = True
+            self.sent_bytes += len(body)
+            await self.send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[None]]) -> T:
+    """The next item; if it is not there yet, `flush` first, then wait for it.
+
+    `anext` drives the iterator's coroutine one step by hand: when it finishes
+    at once the item was ready; when it yields a future it is about to wait,
+    so the buffered results go out before the wait rather than after it. The
+    rest of the coroutine is then driven as asyncio's Task would drive it.
+    Raises StopAsyncIteration at the end.
+    """
+    step: Coroutine[Any, Any, T] = items.__anext__()  # type: ignore[assignment]
+    try:
+        waiting = step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    try:
+        await flush()
+    except BaseException:
+        step.close()
+        raise
+    while True:
+        try:
+            if waiting is None:  # a bare yield: give the loop one turn
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait([waiting])
+        except asyncio.CancelledError:  # as a Task would: the future is cancelled, the coroutine told
+            if isinstance(waiting, asyncio.Future):
+                waiting.cancel()
+            waiting = _throw(step, asyncio.CancelledError())
+            continue
+        try:
+            waiting = step.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def _throw(step: Coroutine[Any, Any, Any], error: BaseException) -> Any:
+    """Deliver a cancellation into the driven coroutine (it may clean up and
+    wait again); what it raises, including the cancellation, propagates."""
+    try:
+        return step.throw(error)
+    except StopIteration:  # it swallowed the cancellation and returned: still cancelled
+        raise asyncio.CancelledError() from None
+
+
+Produce = Callable[[Output], Awaitable[None]]
+
+
+class ResultStream(Response):
+    """The response of a query: runs `produce` (which writes the query's results
+    into an Output), watches for the client leaving, and ends the query in
+    every case (`close`: Execution.aclose, the fair-use lease)."""
+
+    def __init__(
+        self, produce: Produce, render: Render, *, content_type: str,
+        headers: dict[str, str], form: str, fmt: str, close: Callable[[], Awaitable[None]], started_at: float,
+    ) -> None:  # fmt: skip
+        # Response's own fields are not used: __call__ writes everything itself.
+        self.status_code, self.background = 200, None
+        self.produce, self.render_rows, self.close = produce, render, close
+        self.content_type, self.extra_headers, self.form, self.fmt = content_type, headers, form, fmt
+        self.started_at = started_at
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def start() -> None:
+            metrics.SPARQL_FIRST_RESULT.observe(time.perf_counter() - self.started_at)
+            headers = [(b"content-type", self.content_type.encode())]
+            headers += [(k.lower().encode(), v.encode()) for k, v in self.extra_headers.items()]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+        output = Output(self.render_rows, start, send)
+        producing = asyncio.create_task(self._run(output, scope, send))
+        watching = asyncio.create_task(_disconnected(receive))
+        try:
+            await asyncio.wait([producing, watching], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not producing.done():  # the client left, or this request was cancelled
+                producing.cancel()
+                self._outcome("disconnected", output)
+                scope.setdefault("state", {})["client_closed"] = True
+                with contextlib.suppress(asyncio.CancelledError):
+                    await producing
+            watching.cancel()
+
+    async def _run(self, output: Output, scope: Scope, send: Send) -> None:
+        try:
+            await self.produce(output)
+            await output.finish()
+            self._outcome("completed", output)
+        except Exception as error:  # QueryError, a bug, or a writer refusing a term
+            if output.started:
+                log.warning("aborting a streamed response", extra={"error": str(error), "form": self.form})
+                self._outcome("aborted", output)
+                return  # no last chunk: the client sees the response cut short
+            self._outcome("failed", output)
+            await _problem(error, scope, send)
+        finally:
+            await self.close()
+
+    def _outcome(self, outcome: str, output: Output) -> None:
+        metrics.SPARQL_QUERIES.labels(self.form, outcome).inc()
+        metrics.SPARQL_BYTES.labels(self.fmt).inc(output.sent_bytes)
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def query_problem(error: Exception) -> Problem:
+    """The problem for what ended a query before its results were sent."""
+    if isinstance(error, Problem):
+        return error
+    if not isinstance(error, QueryError):
+        log.exception("query failed", exc_info=error)
+        return Problem(ErrorKind.INTERNAL)
+    wait = round(error.retry_after_s) if error.retry_after_s else None
+    return Problem(
+        error.kind, error.message, headers={"Retry-After": str(wait)} if wait else None, retry_after=wait,
+        line=error.line, column=error.column, operator=error.operator,
+    )  # fmt: skip
+
+
+async def _problem(error: Exception, scope: Scope, send: Send) -> None:
+    problem = query_problem(error)
+    body = json.dumps(problem.body(scope.get("path", ""))).encode()
+    headers = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in problem.headers.items()]
+    await send({"type": "http.response.start", "status": problem.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

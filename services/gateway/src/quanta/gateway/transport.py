@@ -1,0 +1,89 @@
+"""The smart client's transport inside the gateway: each quantum is a task on
+the queue, like any other, through the dispatcher (no HTTP hop).
+
+Tasks ask for rows as terms (ROW_FORMAT_TERMS), which the client's operators
+and every result format start from, and for plans by value: the state then
+stays in this process between quanta (no copy in Redis that could expire
+while a slow reader holds the query back). The `next` tokens never leave the
+gateway, so they are not signed: `v` + the saved plan (base64), or `q` + the
+query text to start again after a reply timeout.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping
+
+from quanta.client.transport import QueryError, SubPage, SubRequest
+from quanta.common.catalog import Dataset
+from quanta.gateway import pages
+from quanta.gateway.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
+from quanta.queue.v1 import queue_pb2
+from quanta.sparql.errors import ErrorKind
+
+# Quanta are not charged to any client's rate limit (the query was, when it
+# was admitted: fair_use), so the dispatcher needs no client name.
+CLIENT = "sparql-endpoint"
+
+
+class DispatcherTransport:
+    """quanta.client's Transport over `Dispatcher.run`."""
+
+    def __init__(self, dispatcher: Dispatcher, catalog: Mapping[str, Dataset]) -> None:
+        self.dispatcher, self.catalog = dispatcher, catalog
+
+    async def named_graphs(self, dataset: str) -> list[str]:
+        found = self.catalog.get(dataset)
+        if found is None:
+            raise QueryError(ErrorKind.UNKNOWN_DATASET, f"no dataset named {dataset!r}")
+        return []
+
+    async def run(self, request: SubRequest) -> SubPage:
+        task = queue_pb2.Task(
+            id=uuid.uuid4().hex, dataset=request.dataset,
+            plan_mode=queue_pb2.PLAN_MODE_VALUE, rows=queue_pb2.ROW_FORMAT_TERMS,
+        )  # fmt: skip
+        if request.graph is not None:
+            raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"named graphs are not served yet: <{request.graph}>")
+        _input(task, request)
+        outcome = await self.dispatcher.run(CLIENT, task, charge=False)
+        if isinstance(outcome, Answered):
+            return _page(outcome)
+        if isinstance(outcome, Failed):
+            e = outcome.error
+            raise QueryError(
+                outcome.kind, e.message or outcome.kind.title,
+                line=e.line or None, column=e.column or None, operator=e.operator or None,
+            )  # fmt: skip
+        if isinstance(outcome, ReplyTimeout):
+            again = request.next or "q" + (request.query or "")
+            message = f"no worker replied within {outcome.timeout_s:g} s"
+            raise QueryError(outcome.kind, message, retry_after_s=outcome.retry_after_s, next=again)
+        if isinstance(outcome, WrongReply):
+            raise QueryError(outcome.kind, "a worker answered with another task's reply")
+        raise QueryError(outcome.kind, outcome.kind.title, retry_after_s=outcome.retry_after_s)
+
+
+def _input(task: queue_pb2.Task, request: SubRequest) -> None:
+    if request.query is not None:
+        task.query = request.query
+    elif request.next and request.next[0] == "v":
+        task.plan = base64.b64decode(request.next[1:])
+    elif request.next and request.next[0] == "q":
+        task.query = request.next[1:]
+    else:
+        raise QueryError(ErrorKind.INVALID_TOKEN, "not a next token of the gateway's transport")
+
+
+def _page(answered: Answered) -> SubPage:
+    page = answered.page
+    done = page.WhichOneof("next") is None
+    return SubPage(
+        variables=list(page.head),
+        rows=[] if page.ask else pages.rows(page),
+        next=None if done else "v" + base64.b64encode(page.plan).decode(),
+        boolean=page.boolean if page.ask and done else None,
+        stats=pages.stats(page, "value", answered.round_trip_ms),
+        bytes=page.ByteSize(),
+    )
