@@ -48,6 +48,7 @@ class Output:
         self.texts: list[str] = []
         self.rows: list[Any] = []
         self.started = False
+        self.complete = False  # the whole response was sent
         self.sent_bytes = 0
         self.lock = asyncio.Lock()
 
@@ -84,6 +85,8 @@ class Output:
                 await self.start()
                 self.started = True
             self.sent_bytes += len(body)
+            # Set before sending: once the last message is out, the client's going is no disconnect.
+            self.complete = not more
             await self.send({"type": "http.response.body", "body": body, "more_body": more})
 
 
@@ -162,6 +165,8 @@ class ResultStream(Response):
         watching = asyncio.create_task(_disconnected(receive))
         try:
             await asyncio.wait([producing, watching], return_when=asyncio.FIRST_COMPLETED)
+            if output.complete:  # answered: what is left is closing the query
+                await producing
         finally:
             if not producing.done():  # the client left, or this request was cancelled
                 producing.cancel()
@@ -182,6 +187,7 @@ class ResultStream(Response):
                 self._outcome("aborted", output)
                 return  # no last chunk: the client sees the response cut short
             self._outcome("failed", output)
+            output.complete = True
             await _problem(error, scope, send)
         finally:
             await self.close()
@@ -192,6 +198,7 @@ class ResultStream(Response):
 
 
 async def _disconnected(receive: Receive) -> None:
+    """Returns when the client has gone (or, once the response is complete, at once)."""
     while (await receive())["type"] != "http.disconnect":
         pass
 

@@ -1,0 +1,350 @@
+"""The SPARQL endpoint (/sparql) over real HTTP, a real redis-server and one
+`quanta worker` process over the WatDiv sample at a tiny quantum (so queries
+span many quanta); each test gets a gateway with the settings it needs.
+pyoxigraph over the same triples is the oracle."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyoxigraph as ox
+import pytest
+import redis
+
+from quanta.common import keys
+from quanta.common.testing import RedisServer, redis_server
+from quanta.engine.testing import Solution, oxigraph_rows, shared_dir
+from quanta.gateway.config import Settings
+from quanta.gateway.testing import Served, problem
+
+SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
+NTRIPLES = shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz"
+SECRET = "sparql:0123456789abcdef01234567"
+WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"
+# 40 rows a page, 2 ms quanta: "likes" (about 1,100 triples) takes dozens of quanta.
+LIKES = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }}"
+EVERYTHING = "SELECT * WHERE { ?s ?p ?o }"  # thousands of quanta
+
+
+@dataclass
+class SparqlService:
+    redis_url: str
+    catalog: Path
+    redis: redis.Redis
+    gateways: list[Served] = field(default_factory=list)
+
+    def gateway(self, api_key: str | None = None, **settings: Any) -> httpx.Client:
+        """A gateway of its own (stopped with the service) with these settings; `api_key`
+        names the client's fair-use buckets (else they are its address's, shared by tests)."""
+        values: dict[str, Any] = {"catalog": self.catalog, "redis_url": self.redis_url, "secret_keys": SECRET}
+        self.gateways.append(Served(Settings(**(values | settings))))
+        client = self.gateways[-1].client
+        if api_key:
+            client.headers["x-api-key"] = api_key
+        return client
+
+    def tasks_queued(self) -> int:
+        """Every task ever added to the stream (Redis counts them: XINFO STREAM entries-added)."""
+        info: dict[str, Any] = self.redis.xinfo_stream(keys.TASKS)  # type: ignore[assignment]
+        return int(info["entries-added"])
+
+
+def start(folder: Path, quantum_ms: float = 2, max_results: int = 40) -> Iterator[SparqlService]:
+    shutil.copy(SAMPLE, folder / "watdiv-100k.hdt")
+    catalog = folder / "catalog.toml"
+    catalog.write_text(
+        f'[datasets.watdiv]\npath = "watdiv-100k.hdt"\nquantum_ms = {quantum_ms}\nmax_results = {max_results}\n'
+        '[datasets.other]\npath = "watdiv-100k.hdt"\ndefault = true\n'
+    )
+    with redis_server() as server:
+        worker = _worker(server, catalog)
+        service = SparqlService(server.url, catalog, redis.Redis.from_url(server.url))
+        try:
+            yield service
+        finally:
+            for gateway in service.gateways:
+                gateway.stop()
+            worker.terminate()
+            worker.wait(timeout=20)
+
+
+def _worker(server: RedisServer, catalog: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "QUANTA_REDIS_URL": server.url}
+    command = [sys.executable, "-m", "quanta.cli.main", "worker", "--catalog", str(catalog)]
+    worker = subprocess.Popen([*command, "--reclaim-idle-ms", "5000"], env=env, stderr=subprocess.DEVNULL)
+    client = redis.Redis.from_url(server.url)
+    deadline = time.monotonic() + 120  # the first start builds the side index
+    while client.zcard(keys.WORKERS) == 0:
+        assert worker.poll() is None, "worker exited"
+        assert time.monotonic() < deadline, "worker did not start"
+        time.sleep(0.05)
+    return worker
+
+
+def oracle() -> ox.Store:
+    store = ox.Store()
+    with gzip.open(NTRIPLES, "rb") as f:
+        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    return store
+
+
+def solutions(body: bytes, media_type: str) -> Counter[Solution] | bool:
+    """A results document, read by pyoxigraph, as oxigraph_rows gives the oracle's answer."""
+    parsed = ox.parse_query_results(body, format=ox.QueryResultsFormat.from_media_type(media_type))
+    if isinstance(parsed, ox.QueryBoolean):
+        return bool(parsed)
+    names = [v.value for v in parsed.variables]
+    return Counter(
+        tuple(sorted((n, "_:" if str(s[n]).startswith("_:") else str(s[n])) for n in names if s[n] is not None))
+        for s in parsed
+    )
+
+
+def expected(store: ox.Store, query: str) -> Counter[Solution] | bool:
+    return oxigraph_rows(store, query)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparqlService]:
+    yield from start(tmp_path_factory.mktemp("sparql"))
+
+
+@pytest.fixture(scope="module")
+def store() -> ox.Store:
+    return oracle()
+
+
+@pytest.fixture(scope="module")
+def endpoint(service: SparqlService) -> httpx.Client:
+    """A gateway with the default settings."""
+    return service.gateway()
+
+
+# -- the protocol --
+
+
+def test_get_form_and_direct_post_give_the_oracle_answer(endpoint: httpx.Client, store: ox.Store) -> None:
+    want = expected(store, LIKES)
+    answers = [
+        endpoint.get("/sparql/watdiv", params={"query": LIKES}),
+        endpoint.post("/sparql/watdiv", data={"query": LIKES}),
+        endpoint.post("/sparql/watdiv", content=LIKES, headers={"content-type": "application/sparql-query"}),
+    ]
+    for response in answers:
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "application/sparql-results+json"
+        assert solutions(response.content, "application/sparql-results+json") == want
+
+
+def test_the_default_dataset_and_unknown_parameters(endpoint: httpx.Client) -> None:
+    """/sparql serves the dataset marked default; SPARQLWrapper's format/output/results are ignored."""
+    query = f"ASK {{ ?s <{WSDBM}likes> ?o }}"
+    params = {"query": query, "format": "json", "output": "json", "results": "json"}
+    for path in ("/sparql", "/sparql/", "/sparql/other"):
+        response = endpoint.get(path, params=params)
+        assert response.status_code == 200 and response.json() == {"head": {}, "boolean": True}, path
+    problem(endpoint.get("/sparql/nope", params={"query": query}), 404, "unknown-dataset")
+
+
+@pytest.mark.parametrize(
+    ("request_args", "status", "slug"),
+    [
+        ({"method": "POST", "data": {"format": "json"}}, 400, "invalid-request"),
+        ({"method": "GET", "params": [("query", "ASK {}"), ("query", "ASK {}")]}, 400, "invalid-request"),
+        ({"method": "POST", "params": {"query": "ASK {}"}, "data": {"query": "ASK {}"}}, 400, "invalid-request"),
+        ({"method": "GET", "params": {"update": "CLEAR ALL"}}, 400, "invalid-request"),
+        (
+            {"method": "POST", "content": "ASK {}", "headers": {"content-type": "text/plain"}},
+            415, "unsupported-media-type",
+        ),
+        ({"method": "POST", "content": "ASK {}"}, 415, "unsupported-media-type"),
+        (
+            {"method": "POST", "content": "ASK {}".encode("utf-16"),
+             "headers": {"content-type": "application/sparql-query; charset=UTF-16"}},
+            415, "unsupported-media-type",
+        ),
+        (
+            {"method": "POST", "content": b"ASK { \xff }", "headers": {"content-type": "application/sparql-query"}},
+            400, "invalid-request",
+        ),
+        (
+            {"method": "POST", "content": "CLEAR ALL", "headers": {"content-type": "application/sparql-update"}},
+            415, "unsupported-media-type",
+        ),
+    ],
+)  # fmt: skip
+def test_what_the_protocol_refuses(
+    endpoint: httpx.Client, request_args: dict[str, Any], status: int, slug: str
+) -> None:
+    problem(endpoint.request(url="/sparql/watdiv", **request_args), status, slug)
+
+
+def test_a_syntax_error_says_where(endpoint: httpx.Client) -> None:
+    body = problem(endpoint.get("/sparql/watdiv", params={"query": "SELECT *\nWHERE { ?s ?p }"}), 400, "syntax-error")
+    assert body["line"] == 2 and body["column"] >= 1
+
+
+def test_other_methods_are_refused(endpoint: httpx.Client) -> None:
+    response = endpoint.put("/sparql/watdiv", params={"query": "ASK {}"})
+    assert response.status_code == 405 and response.headers["content-type"] == "application/problem+json"
+
+
+# -- formats --
+
+
+@pytest.mark.parametrize(
+    "media_type", ["application/sparql-results+json", "application/sparql-results+xml", "text/tab-separated-values"]
+)
+def test_each_results_format(endpoint: httpx.Client, store: ox.Store, media_type: str) -> None:
+    response = endpoint.get("/sparql/watdiv", params={"query": LIKES}, headers={"accept": media_type})
+    assert response.status_code == 200 and response.headers["content-type"].startswith(media_type)
+    assert response.headers["vary"].startswith("Accept")
+    assert solutions(response.content, media_type) == expected(store, LIKES)
+
+
+def test_csv_and_ask_formats(endpoint: httpx.Client, store: ox.Store) -> None:
+    response = endpoint.get("/sparql/watdiv", params={"query": LIKES}, headers={"accept": "text/csv"})
+    assert response.headers["content-type"] == "text/csv; charset=utf-8"
+    lines = response.text.splitlines()
+    assert lines[0] == "s,o" and len(lines) - 1 == sum(expected(store, LIKES).values())  # type: ignore[union-attr]
+    ask = f"ASK {{ ?s <{WSDBM}likes> <{WSDBM}Product0> }}"
+    for media_type in ("application/sparql-results+json", "application/sparql-results+xml"):
+        response = endpoint.get("/sparql/watdiv", params={"query": ask}, headers={"accept": media_type})
+        assert solutions(response.content, media_type) == expected(store, ask)
+
+
+def test_nothing_acceptable_is_406_before_anything_runs(service: SparqlService, endpoint: httpx.Client) -> None:
+    before = service.tasks_queued()
+    response = endpoint.get("/sparql/watdiv", params={"query": LIKES}, headers={"accept": "text/turtle"})
+    assert "application/sparql-results+json" in problem(response, 406, "not-acceptable")["detail"]
+    assert service.tasks_queued() == before
+
+
+def test_the_service_description(endpoint: httpx.Client) -> None:
+    response = endpoint.get("/sparql/watdiv")
+    assert response.headers["content-type"] == "text/turtle; charset=utf-8"
+    url = str(endpoint.base_url).rstrip("/") + "/sparql/watdiv"
+    graph = ox.Store()
+    graph.load(response.content, ox.RdfFormat.TURTLE)
+    sd = "http://www.w3.org/ns/sparql-service-description#"
+    assert graph.query(f"ASK {{ <{url}> a <{sd}Service> ; <{sd}endpoint> <{url}> ; <{sd}defaultDataset> ?d }}")
+    as_jsonld = endpoint.get("/sparql/watdiv", headers={"accept": "application/ld+json"})
+    assert len(list(ox.parse(as_jsonld.content, ox.RdfFormat.JSON_LD))) == len(graph)
+
+
+# -- streaming --
+
+
+def test_first_results_come_after_about_one_quantum(service: SparqlService, endpoint: httpx.Client) -> None:
+    before = service.tasks_queued()
+    with endpoint.stream("GET", "/sparql/watdiv", params={"query": EVERYTHING + " LIMIT 4000"}) as response:
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        queued_at_first = service.tasks_queued() - before
+        rest = b"".join(chunks)
+    assert b'"bindings":[{' in first
+    assert queued_at_first <= 3, "the first results waited for later quanta"
+    assert len(json.loads(first + rest)["results"]["bindings"]) == 4000
+    assert service.tasks_queued() - before >= 4000 // 40
+
+
+def test_a_disconnect_stops_the_query_within_a_quantum(service: SparqlService, endpoint: httpx.Client) -> None:
+    stopped = _metric(endpoint, 'quanta_sparql_queries_total{form="select",outcome="disconnected"}')
+    before = service.tasks_queued()
+    with endpoint.stream("GET", "/sparql/watdiv", params={"query": EVERYTHING}) as response:
+        next(response.iter_bytes())
+    # the response is closed: the client has left, thousands of quanta before the end
+    time.sleep(0.3)
+    at_close = service.tasks_queued()
+    time.sleep(1.0)
+    assert service.tasks_queued() == at_close, "tasks were still queued for a client that left"
+    assert at_close - before < 100
+    assert _metric(endpoint, 'quanta_sparql_queries_total{form="select",outcome="disconnected"}') == stopped + 1
+
+
+def _metric(client: httpx.Client, series: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+# -- fair use --
+
+
+def test_a_client_runs_at_most_its_cap_of_queries(service: SparqlService) -> None:
+    capped = service.gateway("capped", sparql_max_queries=1)
+    with capped.stream("GET", "/sparql/watdiv", params={"query": EVERYTHING}) as running:
+        chunks = running.iter_bytes()  # kept: a dropped iterator closes the connection
+        next(chunks)
+        refused = capped.get("/sparql/watdiv", params={"query": LIKES})
+        assert problem(refused, 429, "too-many-queries")["retry_after"] == 1
+        assert refused.headers["retry-after"] == "1"
+        other_client = capped.get("/sparql/watdiv", params={"query": LIKES}, headers={"x-api-key": "someone-else"})
+        assert other_client.status_code == 200
+    deadline = time.monotonic() + 5
+    while (answer := capped.get("/sparql/watdiv", params={"query": LIKES})).status_code == 429:
+        assert time.monotonic() < deadline, "the first query's place was never given back"
+        time.sleep(0.05)
+    assert answer.status_code == 200
+
+
+def test_new_queries_are_rate_limited_but_not_their_quanta(service: SparqlService) -> None:
+    """A burst of 2 new queries, refilled every 1000 s; each quantum would be over a
+    rate of 1 task/s (burst 1), yet a query of dozens of quanta completes."""
+    limited = service.gateway("limited", sparql_query_rate=0.001, sparql_query_burst=2, rate_limit=1, rate_burst=1)
+    before = service.tasks_queued()
+    for _ in range(2):
+        assert limited.get("/sparql/watdiv", params={"query": LIKES}).status_code == 200
+    assert service.tasks_queued() - before > 20, "the query did not span many quanta"
+    refused = limited.get("/sparql/watdiv", params={"query": LIKES})
+    assert problem(refused, 429, "rate-limited")["retry_after"] >= 1
+
+
+# -- browsers --
+
+
+def test_cors_lets_a_page_on_another_origin_query(endpoint: httpx.Client, service: SparqlService) -> None:
+    origin = "https://yasgui.example"
+    preflight = endpoint.options(
+        "/sparql/watdiv",
+        headers={"origin": origin, "access-control-request-method": "POST",
+                 "access-control-request-headers": "content-type,x-api-key"},
+    )  # fmt: skip
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == "*"
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert "x-api-key" in preflight.headers["access-control-allow-headers"].lower()
+    answer = endpoint.post("/sparql/watdiv", data={"query": LIKES}, headers={"origin": origin})
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "*"
+    closed = service.gateway(cors_origins="").post("/sparql/watdiv", data={"query": LIKES}, headers={"origin": origin})
+    assert "access-control-allow-origin" not in closed.headers
+
+
+# -- metrics --
+
+
+def test_metrics_count_queries_quanta_and_bytes(endpoint: httpx.Client) -> None:
+    completed = 'quanta_sparql_queries_total{form="select",outcome="completed"}'
+    before = _metric(endpoint, completed), _metric(endpoint, 'quanta_sparql_quanta_total{status="ok"}')
+    sent = _metric(endpoint, 'quanta_sparql_streamed_bytes_total{format="tsv"}')
+    body = endpoint.get("/sparql/watdiv", params={"query": LIKES}, headers={"accept": "text/tab-separated-values"})
+    deadline = time.monotonic() + 2  # counted as the query closes, just after the last byte went out
+    while _metric(endpoint, completed) == before[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _metric(endpoint, completed) == before[0] + 1
+    assert _metric(endpoint, 'quanta_sparql_quanta_total{status="ok"}') > before[1] + 20
+    assert _metric(endpoint, 'quanta_sparql_streamed_bytes_total{format="tsv"}') == sent + len(body.content)
+    assert _metric(endpoint, "quanta_sparql_first_result_seconds_count") >= 1
