@@ -3,6 +3,8 @@ one-line reason checked by hand.
 
 SKIPS: not run (a defect outside the engine, or outside what the service offers).
 VALUE_COMPARED: numeric literals compared by datatype and value, not lexical form.
+ENDPOINT_SKIPS: not run through the SPARQL endpoint (test_endpoint.py), beyond SKIPS;
+    SERVICE_SKIP: why the SERVICE tests (those with qt:serviceData) are not run there.
 ENGINE_BUGS: engine defects, run as strict xfail: the suite stays green, and an
     entry becomes an XPASS failure (remove it then) once the bug is fixed.
 """
@@ -22,3 +24,10 @@ VALUE_COMPARED: dict[str, str] = {
 }
 
 ENGINE_BUGS: dict[str, str] = {}
+
+ENDPOINT_SKIPS: dict[str, str] = {}
+
+SERVICE_SKIP = (
+    "SERVICE to the test's remote endpoints (qt:serviceData): the endpoint calls only allowlisted endpoints, "
+    "and these IRIs (example.org) name no endpoint of the test service"
+)
