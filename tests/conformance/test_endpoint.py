@@ -125,12 +125,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         "QUANTA_SPARQL_QUERY_RATE": "0", "QUANTA_SPARQL_MAX_QUERIES": "0",
     }  # fmt: skip
     log = (folder / "service.log").open("wb")
-    processes = [
-        subprocess.Popen([*COMMAND, "worker", "--name", f"w3c-{i}"], env=env, stderr=log) for i in range(2)
-    ]
-    processes.append(
-        subprocess.Popen([*COMMAND, "gateway", "--port", str(port)], env=env, stderr=log)  # noqa: SIM115
-    )
+    processes = [subprocess.Popen([*COMMAND, "worker", "--name", f"w3c-{i}"], env=env, stderr=log) for i in range(2)]
+    processes.append(subprocess.Popen([*COMMAND, "gateway", "--port", str(port)], env=env, stderr=log))
     try:
         url = f"http://127.0.0.1:{port}"
         assert wait_ready(url, processes[-1]), f"the service did not start: see {folder / 'service.log'}"
