@@ -34,7 +34,15 @@ WATDIV = {
     "friendOf/likes": f"SELECT * WHERE {{ ?u <{W}friendOf> ?f . ?f <{W}likes> ?p }} LIMIT 4000",
     "star, merge": f"SELECT * WHERE {{ ?s <{W}likes> ?p . ?s <{W}friendOf> ?f . ?s <{W}follows> ?g }} LIMIT 3000",
     "path and filter": f"SELECT * WHERE {{ ?a <{W}follows> ?b . ?b <{W}likes> ?p FILTER(?a != ?b) }} LIMIT 3000",
+    "filters between joins": (
+        f"SELECT * WHERE {{ ?a <{W}follows> ?b . ?b <{W}follows> ?c . ?c <{W}likes> ?p "
+        f"FILTER(?a != ?c) FILTER(!sameTerm(?b, <{W}User0>)) FILTER(?p != <{W}Product0>) }} LIMIT 2000"
+    ),
+    "equal to a constant": (
+        f"SELECT * WHERE {{ ?a <{W}follows> ?b . ?b <{W}likes> ?p FILTER(?b = <{W}User10>) }} LIMIT 500"
+    ),
 }
+FILTERED = ("path and filter", "filters between joins", "equal to a constant")
 
 
 def suspended(store: TripleStore, query: str, steps: int) -> tuple[list[tuple[str | None, ...]], bytes | None]:
@@ -80,6 +88,24 @@ def compare(store: TripleStore, query: str, monkeypatch: pytest.MonkeyPatch, eve
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> TripleStore:
     return open_store(str(write_hdt(small_graph, tmp_path_factory.mktemp("native"))), name="small", backend="native")
+
+
+@pytest.mark.parametrize("name", FILTERED)
+def test_simple_filters_run_inside_the_chain(watdiv_copy, name: str) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
+    root = compile_query(WATDIV[name], store).root
+    while not isinstance(root, NativeChain):  # a slice above at most
+        root = root.input  # type: ignore[attr-defined]
+    assert "Filter" in repr(type(root.inner)) or any(type(op).__name__ == "Filter" for op in _walk(root.inner)), (
+        "the filters run natively"
+    )
+
+
+def _walk(op):  # type: ignore[no-untyped-def]
+    yield op
+    for attr in ("input", "left", "right"):
+        if hasattr(op, attr):
+            yield from _walk(getattr(op, attr))
 
 
 def test_chains_run_natively(small: TripleStore) -> None:

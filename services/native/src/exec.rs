@@ -176,11 +176,42 @@ enum Join {
     },
 }
 
-/// The chain: `base`, then each join taking the previous level as its left.
+/// One side of a filter's comparison: a variable slot or a term id.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand {
+    Slot(usize),
+    Term(i64),
+}
+
+/// `a` and `b` are (`same`) or are not the same term; false when either is
+/// unbound (an error in SPARQL, which a FILTER treats as false). The Python
+/// side only hands over comparisons that ids decide exactly.
+#[derive(Clone, Copy, Debug)]
+pub struct Atom {
+    pub same: bool,
+    pub a: Operand,
+    pub b: Operand,
+}
+
+impl Atom {
+    #[inline]
+    fn holds(&self, row: &[i64]) -> bool {
+        let value = |o: Operand| match o {
+            Operand::Slot(slot) => row[slot],
+            Operand::Term(id) => id,
+        };
+        let (a, b) = (value(self.a), value(self.b));
+        a != 0 && b != 0 && ((a == b) == self.same)
+    }
+}
+
+/// The chain: `base`, then each join taking the previous level as its left;
+/// `filters[i]`: a conjunction the rows of level `i` must satisfy.
 pub struct Chain {
     width: usize,
     base: ScanRt,
     joins: Vec<Join>,
+    filters: Vec<Vec<Atom>>,
     scratch: Vec<Vec<i64>>,
 }
 
@@ -220,12 +251,30 @@ impl Chain {
             })
             .collect();
         let scratch = (0..=joins.len()).map(|_| vec![0; width]).collect();
+        let filters = vec![Vec::new(); joins.len() + 1];
         Chain {
             width,
             base: ScanRt::new(base),
             joins,
+            filters,
             scratch,
         }
+    }
+
+    /// Rows of `level` must also satisfy `atoms` (a FILTER between joins).
+    pub fn add_filter(&mut self, level: usize, atoms: Vec<Atom>) -> Result<(), String> {
+        for atom in &atoms {
+            for o in [atom.a, atom.b] {
+                if matches!(o, Operand::Slot(s) if s >= self.width) {
+                    return Err("filter refers to an undeclared variable".into());
+                }
+            }
+        }
+        self.filters
+            .get_mut(level)
+            .ok_or("no such level")?
+            .extend(atoms);
+        Ok(())
     }
 
     pub fn width(&self) -> usize {
@@ -530,8 +579,27 @@ impl Chain {
         (status, produced)
     }
 
-    /// The next row of level `level` (0: the base scan) into `out`.
+    /// The next row of level `level` (0: the base scan) into `out` that
+    /// passes the level's filter.
     fn next(
+        &mut self,
+        level: usize,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<bool, Expired> {
+        loop {
+            if !self.next_unfiltered(level, store, budget, mu, out)? {
+                return Ok(false);
+            }
+            if self.filters[level].iter().all(|atom| atom.holds(out)) {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn next_unfiltered(
         &mut self,
         level: usize,
         store: &Store,

@@ -1,6 +1,6 @@
 //! The Python module `quanta.native._core` (PyO3).
 
-use crate::exec::{Budget, Chain, Clock, Expired, JoinSpec, Pattern, Status};
+use crate::exec::{Atom, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status};
 use crate::hdt::Hdt;
 use crate::index;
 use crate::render::json_term;
@@ -306,6 +306,36 @@ pub const EXPIRED: u8 = 2;
 impl Pipeline {
     fn restart(&mut self) {
         self.chain.restart();
+    }
+
+    /// Rows of chain level `level` (0: the base scan, k: after the k-th join)
+    /// must satisfy every `(same, (is_slot, value), (is_slot, value))`.
+    #[allow(clippy::type_complexity)]
+    fn add_filter(
+        &mut self,
+        level: usize,
+        atoms: Vec<(bool, (bool, i64), (bool, i64))>,
+    ) -> PyResult<()> {
+        let operand = |(is_slot, v): (bool, i64)| -> PyResult<Operand> {
+            if is_slot {
+                usize::try_from(v)
+                    .map(Operand::Slot)
+                    .map_err(|_| PyValueError::new_err("negative slot"))
+            } else {
+                Ok(Operand::Term(v))
+            }
+        };
+        let mut parsed = Vec::new();
+        for (same, a, b) in atoms {
+            parsed.push(Atom {
+                same,
+                a: operand(a)?,
+                b: operand(b)?,
+            });
+        }
+        self.chain
+            .add_filter(level, parsed)
+            .map_err(PyValueError::new_err)
     }
 
     fn reset(&mut self) {

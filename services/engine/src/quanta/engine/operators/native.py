@@ -21,6 +21,7 @@ from time import perf_counter
 
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State
+from quanta.engine.operators.expression import Filter
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
@@ -61,18 +62,31 @@ class NativeChain(Operator):
         self.demand = demand
         self.batch = FIRST_BATCH if demand is not None else 1
         levels: list[Operator] = []
+        filters: list[list[Atom]] = []  # the conjunction each level's rows must satisfy
+        above: list[Atom] = []
         op = inner
-        while not isinstance(op, Scan):
+        while True:
+            if isinstance(op, Filter):
+                above += simple_condition(op, ctx) or []
+                op = op.input
+                continue
             levels.append(op)
+            filters.append(above)
+            above = []
+            if isinstance(op, Scan):
+                break
             op = op.left  # type: ignore[attr-defined]
-        levels.append(op)
         levels.reverse()
-        self.levels = levels  # the base scan, then each join bottom up
+        filters.reverse()
+        self.levels = levels  # the base scan, then each join bottom up (filters hold no state)
         joins = [
             (0, j.right.pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
             for j in levels[1:]
         ]
         self.pipeline = ctx.store.hdt.pipeline(ctx.width, levels[0].pattern, joins)  # type: ignore[attr-defined]
+        for level, atoms in enumerate(filters):
+            if atoms:
+                self.pipeline.add_filter(level, atoms)
         # while a batch is being handed out: [state before it, rows taken, rows in it, input mapping]
         self.pending: list | None = None  # type: ignore[type-arg]
 
@@ -167,15 +181,73 @@ def native_execution(ctx: Context) -> bool:
     return hasattr(ctx.store, "hdt") and hasattr(ctx.store.hdt, "pipeline") and os.environ.get(NATIVE_EXEC_ENV) != "0"
 
 
-def chain_of(op: Operator) -> bool:
-    """A scan, or a join of such a chain with a scan."""
+def chain_of(op: Operator, ctx: Context) -> bool:
+    """A scan, or a join of such a chain with a scan, or a simple filter of one."""
     if isinstance(op, Scan):
         return True
     if isinstance(op, IndexJoin):
-        return isinstance(op.right, Scan) and chain_of(op.left)
+        return isinstance(op.right, Scan) and chain_of(op.left, ctx)
     if isinstance(op, MergeJoin):
-        return chain_of(op.left)
+        return chain_of(op.left, ctx)
+    if isinstance(op, Filter):
+        return simple_condition(op, ctx) is not None and chain_of(op.input, ctx)
     return False
+
+
+Atom = tuple[bool, tuple[bool, int], tuple[bool, int]]  # (same, (is slot, value), (is slot, value))
+F = pb.Function
+
+
+def simple_condition(op: Filter, ctx: Context) -> list[Atom] | None:
+    """The filter's condition as a conjunction of comparisons that term ids
+    decide exactly, or None: `sameTerm(a, b)`, its negation, and `a = b`,
+    `a != b` when one side cannot be a literal (an IRI or blank node constant,
+    or a variable the chain binds in subject or predicate position: RDF term
+    equality is then term identity). An unbound side makes an atom false, as
+    the error it is makes a FILTER false."""
+    subjects = set()
+    stack = [op.input]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Scan):
+            subjects |= {code >> 1 for code in node.pattern[:2] if code & 1}
+        stack += [getattr(node, a) for a in ("input", "left", "right") if hasattr(node, a)]
+
+    def operand(e: pb.Expr) -> tuple[bool, int] | None:
+        kind = e.WhichOneof("kind")
+        if kind == "variable":
+            return True, e.variable
+        if kind == "term" and e.term:
+            return False, e.term
+        return None
+
+    def not_literal(o: tuple[bool, int]) -> bool:
+        is_slot, value = o
+        return value in subjects if is_slot else not ctx.terms.string(value).startswith('"')
+
+    def atoms(e: pb.Expr) -> list[Atom] | None:
+        if e.WhichOneof("kind") != "call":
+            return None
+        f, args = e.call.function, e.call.args
+        if f == F.FUNCTION_AND:
+            parts = [atoms(arg) for arg in args]
+            return None if any(p is None for p in parts) else [a for p in parts for a in p or ()]
+        if f == F.FUNCTION_NOT and len(args) == 1 and args[0].WhichOneof("kind") == "call":
+            inner = args[0].call
+            if inner.function == F.FUNCTION_SAME_TERM and len(inner.args) == 2:
+                a, b = operand(inner.args[0]), operand(inner.args[1])
+                return None if a is None or b is None else [(False, a, b)]
+            return None
+        if f in (F.FUNCTION_SAME_TERM, F.FUNCTION_EQ, F.FUNCTION_NE) and len(args) == 2:
+            a, b = operand(args[0]), operand(args[1])
+            if a is None or b is None:
+                return None
+            if f != F.FUNCTION_SAME_TERM and not (not_literal(a) or not_literal(b)):
+                return None
+            return [(f != F.FUNCTION_NE, a, b)]
+        return None
+
+    return atoms(op.condition)
 
 
 PAGE: Demand = lambda: None  # noqa: E731  (a marker: "the page's demand", looked up from ctx)
@@ -189,7 +261,7 @@ def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | N
     below the left side of a Python join: one row at a time)."""
     if demand is PAGE:
         demand = ctx_wanted(ctx)
-    if not rerun and chain_of(op):
+    if not rerun and chain_of(op, ctx):
         return NativeChain(ctx, op, demand)
     if isinstance(op, IndexJoin):
         op.left = nativize(op.left, ctx, rerun, None)
