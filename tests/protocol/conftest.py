@@ -1,0 +1,76 @@
+"""A running service for the protocol and real-client tests: a redis-server, a
+`quanta worker` and a `quanta gateway` process on a free port, serving the
+WatDiv sample (`watdiv`, the default dataset, at a 5 ms quantum: answers span
+quanta) and the W3C protocol tests' data (`protocol`)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+from quanta.common.local import RedisServer, free_port, wait_ready
+from quanta.engine.storage import open_store
+from quanta.engine.testing import shared_dir, write_hdt
+
+REPO = Path(__file__).resolve().parents[2]
+COMMAND = [sys.executable, "-m", "quanta.cli.main"]
+WATDIV = shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz"
+
+
+@dataclass
+class Running:
+    url: str  # the gateway, e.g. http://127.0.0.1:PORT
+
+    def endpoint(self, dataset: str = "watdiv") -> str:
+        return f"{self.url}/sparql/{dataset}"
+
+
+@pytest.fixture(scope="session")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    folder = tmp_path_factory.mktemp("protocol")
+    shutil.copy(REPO / "data" / "watdiv-100k.hdt", folder / "watdiv.hdt")
+    write_hdt(b"", folder, "empty")
+    for name in ("watdiv", "empty"):
+        open_store(str(folder / f"{name}.hdt"))  # side indexes, before the worker starts
+    catalog = folder / "catalog.toml"
+    catalog.write_text(
+        '[datasets.watdiv]\npath = "watdiv.hdt"\nquantum_ms = 5\nmax_results = 100\ndefault = true\n'
+        '[datasets.protocol]\npath = "empty.hdt"\n'
+    )
+    redis = RedisServer().start()
+    port = free_port()
+    env = {
+        **os.environ, "QUANTA_REDIS_URL": redis.url, "QUANTA_CATALOG": str(catalog), "QUANTA_ACCESS_LOG": "0",
+        "QUANTA_SECRET_KEYS": "protocol:0123456789abcdef0123456789", "QUANTA_SPARQL_QUERY_RATE": "0",
+    }  # fmt: skip
+    log = (folder / "service.log").open("wb")
+    worker = subprocess.Popen([*COMMAND, "worker"], env=env, stderr=log)
+    gateway = subprocess.Popen([*COMMAND, "gateway", "--port", str(port)], env=env, stderr=log)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_ready(url, gateway), f"the service did not start: see {folder / 'service.log'}"
+        yield Running(url)
+    finally:
+        for process in (gateway, worker):
+            process.terminate()
+            process.wait(timeout=20)
+        redis.stop()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def watdiv() -> ox.Store:
+    """The oracle: pyoxigraph over the same triples."""
+    store = ox.Store()
+    with gzip.open(WATDIV, "rb") as f:
+        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    return store
