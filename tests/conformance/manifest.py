@@ -68,6 +68,7 @@ class Case:
     result: Path | None
     approval: str
     requires: tuple[str, ...] = field(default=())
+    services: tuple[tuple[str, tuple[Path, ...]], ...] = field(default=())  # endpoint IRI, its data files
 
     @property
     def id(self) -> str:
@@ -130,6 +131,12 @@ def _read_manifest(root: Path, path: Path, seen: set[Path]) -> list[Case]:
                 result=_local(result) if result is not None else None,
                 approval=str(graph.value(entry, DAWGT.approval) or "").rsplit("#", 1)[-1],
                 requires=tuple(sorted(str(r).rsplit("#", 1)[-1] for r in graph.objects(entry, MF.requires))),
+                services=tuple(
+                    sorted(
+                        (str(graph.value(d, QT.endpoint)), tuple(sorted(_local(f) for f in graph.objects(d, QT.data))))
+                        for d in graph.objects(action, QT.serviceData)
+                    )
+                ),
             )
         )
     return cases

@@ -54,8 +54,12 @@ class SmartClient:
         services: Mapping[str, ServiceEndpoint] | None = None,
         on_request: OnRequest | None = None,
         retry: Retry = DEFAULT_RETRY,
+        optional: str = "auto",
     ) -> None:
+        """`optional`: how OPTIONAL runs when the server evaluates both sides:
+        "auto" (OptJoin: one query) or "bind" (BindLeftJoin: one per block)."""
         self.transport = transport
+        self.optional = optional
         self.budgets = budgets
         self.services = dict(services or {})
         self.on_request = on_request
@@ -67,7 +71,7 @@ class SmartClient:
         requester = Requester(self.transport, name=name or "query", on_request=self.on_request, retry=self.retry)
         context = Context(requester, spec.name, self.budgets, self.services)
         try:
-            plan = await plan_query(query, spec, context, self.transport)
+            plan = await plan_query(query, spec, context, self.transport, strategy=self.optional)
         except BaseException:
             context.close()
             raise

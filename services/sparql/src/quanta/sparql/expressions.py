@@ -102,6 +102,16 @@ _LISTS = {"CONCAT": F.FUNCTION_CONCAT, "COALESCE": F.FUNCTION_COALESCE}
 BUILTINS = frozenset({*_BUILTINS, *_LISTS, "IRI", "URI"})
 
 
+def parameters(builtin: str) -> tuple[str, ...] | None:
+    """A builtin's parameter names in SPARQL argument order (a trailing "?":
+    optional); None for CONCAT and COALESCE (their `arg` is a list) and for
+    what is not translated."""
+    if builtin in ("IRI", "URI"):
+        return ("arg",)
+    entry = _BUILTINS.get(builtin)
+    return entry[1] if entry else None
+
+
 def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.Expr:
     """Translate an rdflib algebra expression into a protobuf Expr tree.
     `base` is the query's base IRI: IRI("x") resolves against it at run time,

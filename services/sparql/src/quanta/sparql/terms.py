@@ -22,6 +22,11 @@ rdflib.NORMALIZE_LITERALS = False
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+# A blank node of the data named in query text (SPARQL has no syntax for one:
+# `_:b` in a query is a variable). The smart client ships blank nodes it got
+# from the server back as these IRIs (in VALUES, for bind joins); whoever
+# reads a query turns them into the blank node `_:label` (`from_rdflib`).
+SKOLEM_PREFIX = "tag:quanta.dev,2026:bnode:"
 
 
 _ESCAPE = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
@@ -104,7 +109,14 @@ def from_rdflib(node: Node) -> str:
         return literal(str(node), node.language, str(node.datatype) if node.datatype is not None else None)
     if isinstance(node, BNode):
         return f"_:{node}"
+    if node.startswith(SKOLEM_PREFIX):
+        return "_:" + node[len(SKOLEM_PREFIX) :]
     return str(node)
+
+
+def skolem(term: str) -> str:
+    """A blank node `_:label` as the IRI that names it in query text (see SKOLEM_PREFIX)."""
+    return SKOLEM_PREFIX + term[2:]
 
 
 def spellings(term: str) -> tuple[str, ...]:

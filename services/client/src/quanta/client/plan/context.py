@@ -34,6 +34,7 @@ class Context:
         self.now = literal(now, datatype=XSD_DATETIME)  # NOW() is one value per query
         self._temp: Path | None = None
         self.disk_bytes = 0
+        self.files = 0
         self.closed = False
 
     def temp_dir(self) -> Path:
@@ -42,6 +43,10 @@ class Context:
         if self._temp is None:
             self._temp = Path(tempfile.mkdtemp(prefix="quanta-client-", dir=self.budgets.temp_dir))
         return self._temp
+
+    def next_file(self) -> int:
+        self.files += 1
+        return self.files
 
     def spilled(self, size: int) -> None:
         """Account for `size` more bytes written to temporary files."""

@@ -1,16 +1,40 @@
-"""A whole query: its form, its variables, and the operators that produce its rows."""
+"""A whole query: its form, its variables, and the operator that produces its answers.
+
+The dataset a query runs on (SPARQL 1.1 section 13): the protocol's
+`default-graph-uri` / `named-graph-uri` if either is given, else the
+query's FROM / FROM NAMED if it has any, else the dataset's default graph
+and all its named graphs. A graph that these name and the dataset lacks is
+refused before anything runs (`unknown-graph`: the service cannot fetch
+graphs from the Web, and answering as if the graph were empty would hide
+the mistake); GRAPH <g> on a graph outside the query's dataset matches
+nothing, as the spec says.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import Node, URIRef, Variable
+
+from quanta.client.ops.base import Batch, Op
+from quanta.client.ops.construct import Construct, Describe, template_part
+from quanta.client.ops.hashjoin import HashJoin
+from quanta.client.ops.local import Rows
+from quanta.client.ops.remote import Sources
+from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
 from quanta.client.plan.context import Context
-from quanta.client.transport import QueryError, Row, SubRequest, Transport
-from quanta.sparql import fragment
-from quanta.sparql.errors import ErrorKind, QuerySyntaxError
-from quanta.sparql.parse import parse
+from quanta.client.plan.parsing import Query, parse_query
+from quanta.client.plan.planner import Dataset, Graphs, Planner
+from quanta.client.plan.scope import Scope, Slots
+from quanta.client.transport import QueryError, Transport
+from quanta.sparql.errors import ErrorKind
+from quanta.sparql.terms import from_rdflib
+
+if TYPE_CHECKING:
+    from quanta.client.smart import DatasetSpec
 
 FORMS = {"SelectQuery": "select", "AskQuery": "ask", "ConstructQuery": "construct", "DescribeQuery": "describe"}
 
@@ -19,28 +43,176 @@ FORMS = {"SelectQuery": "select", "AskQuery": "ask", "ConstructQuery": "construc
 class QueryPlan:
     form: str
     variables: list[str]
-    text: str
-    dataset: str
+    root: Op
+    output: list[int]  # the slots of the answer's columns (SELECT: its variables; graphs: s, p, o)
 
-    async def run(self, context: Context) -> AsyncIterator[list[Row]]:
-        request = SubRequest(self.dataset, None, self.text)
-        async for page in context.requester.pages(request):
-            if self.form == "ask":
-                if page.boolean:
-                    yield [()]
-                continue
-            order = [page.variables.index(v) if v in page.variables else None for v in self.variables]
-            yield [tuple(row[i] if i is not None else None for i in order) for row in page.rows]
+    async def run(self, context: Context) -> AsyncGenerator[Batch, None]:
+        output = self.output
+        async for batch in self.root.run(context):
+            if batch:
+                yield [tuple(row[s] for s in output) for row in batch]
+
+    def explain(self) -> str:
+        return self.root.explain()
 
 
-async def plan_query(text: str, spec: Any, context: Context, transport: Transport) -> QueryPlan:
-    try:
-        parsed = parse(text)
-    except QuerySyntaxError as error:
-        raise QueryError(ErrorKind.SYNTAX_ERROR, error.message, line=error.line, column=error.column) from error
-    query = parsed.algebra.algebra
-    refused = fragment.query_refusals(query)
-    if refused:
-        raise QueryError(ErrorKind.UNSUPPORTED_OPERATOR, f"{refused[0]}: not yet", operator=refused[0])
-    variables = [str(v) for v in query.PV] if query.name == "SelectQuery" else []
-    return QueryPlan(FORMS[query.name], variables, text, spec.name)
+async def plan_query(
+    text: str, spec: DatasetSpec, context: Context, transport: Transport, *, strategy: str = "auto"
+) -> QueryPlan:
+    query = parse_query(text)
+    algebra = query.algebra
+    form = FORMS[algebra.name]
+    _check_services(algebra.p, context)
+    dataset, sources = await _dataset(algebra, spec, transport)
+    slots = Slots(str(v) for v in all_variables(algebra))
+    prepass = Prepass(slots.fresh)
+    pattern = prepass.run(algebra.p) if algebra.p is not None else None
+    droppable = {v for v in prepass.hidden if prepass.leaves[v] <= 1}
+    planner = Planner(
+        slots=slots,
+        sources=sources,
+        dataset=dataset,
+        budgets=context.budgets,
+        services=set(context.services),
+        hidden=set(prepass.hidden),
+        droppable=droppable,
+        base=query.base,
+        now=context.now,
+        prologue=query.prologue,
+        strategy=strategy,
+    )
+    scope = Scope(slots)
+    if form == "construct":
+        return _construct(algebra, pattern, planner, scope, dataset)
+    if form == "describe":
+        return _describe(algebra, pattern, planner, scope, dataset)
+    root = planner.plan(pattern, scope, dataset.default)
+    if form == "ask":
+        return QueryPlan(form, [], root, [])
+    variables = _head(algebra, query, planner)
+    return QueryPlan(form, [str(v) for v in variables], root, [scope.slot(v) for v in variables])
+
+
+def _head(algebra: Any, query: Query, planner: Planner) -> list[Variable]:
+    """SELECT's variables. For SELECT *, the pattern's in-scope variables in
+    the order the text first names them (rdflib would also list variables
+    only FILTERs or EXISTS mention)."""
+    if not query.star:
+        return [v for v in algebra.PV if isinstance(v, Variable)]
+    node = algebra.p
+    while node.name in ("Slice", "Distinct", "Reduced", "Project", "OrderBy"):
+        node = node.p
+    visible = [v for v in maybe(node) if v not in planner.hidden]
+    return sorted(visible, key=lambda v: (query.order.get(str(v), len(query.order)), str(v)))
+
+
+def _construct(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: Dataset) -> QueryPlan:
+    template = member(algebra, "template")
+    if template is None:  # CONSTRUCT WHERE { triples }: the pattern is the template
+        template = _triples(algebra.p)
+    root = planner.plan(pattern, scope, dataset.default)
+    parts = [
+        (template_part(s, scope.slot), template_part(p, scope.slot), template_part(o, scope.slot))
+        for s, p, o in template
+    ]
+    op = Construct(root, parts, planner.bnodes)
+    return QueryPlan("construct", [], op, [0, 1, 2])
+
+
+def _triples(node: Any) -> list[tuple[Node, Node, Node]]:
+    if node.name == "BGP":
+        return list(node.triples)
+    if isinstance(node, CompValue) and "p" in node:
+        return _triples(node.p)
+    return []
+
+
+def _describe(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: Dataset) -> QueryPlan:
+    """DESCRIBE: the resources named, and the values of the variables named in the solutions."""
+    resources = [from_rdflib(t) for t in algebra.PV if isinstance(t, URIRef)]
+    variables = [v for v in algebra.PV if isinstance(v, Variable)]
+    child = planner.plan(pattern, scope, dataset.default) if pattern is not None else planner.one()
+    described = _Slots(child, [scope.slot(v) for v in variables])
+    s, p, o = (planner.hidden_var(scope, hint) for hint in ("ds", "dp", "do"))
+    bgp = CompValue("BGP", triples=[(s, p, o)])
+    spo = [scope.slot(v) for v in (s, p, o)]
+    source = dataset.default.single
+    every = planner.plan(bgp, scope, dataset.default)
+
+    def describe(block: list[str]) -> Op:
+        start = Rows([{spo[0]: r} for r in block], planner.slots, frozenset({spo[0]}))
+        if source is not None:
+            return _Slots(planner.bind_join(start, bgp, scope, source), spo)
+        return _Slots(HashJoin(start, every, "join"), spo)
+
+    return QueryPlan("describe", [], Describe(described, resources, describe), [0, 1, 2])
+
+
+class _Slots(Op):
+    """Rows reduced to some slots, in order (the rows are no longer full-width)."""
+
+    def __init__(self, child: Op, slots: list[int]) -> None:
+        self.child, self.slots = child, slots
+        self.maybe, self.certain = frozenset(range(len(slots))), frozenset()
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        async for batch in self.child.run(ctx):
+            yield [tuple(row[s] for s in self.slots) for row in batch]
+
+
+# -- the dataset --
+
+
+async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport) -> tuple[Dataset, Sources]:
+    clauses = member(algebra, "datasetClause") or []
+    if spec.default_graph_uri is not None or spec.named_graph_uri is not None:
+        default: list[str] | None = list(spec.default_graph_uri or ())
+        named: list[str] | None = list(spec.named_graph_uri or ())
+    elif clauses:
+        default = [from_rdflib(c.default) for c in clauses if member(c, "default") is not None]
+        named = [from_rdflib(c.named) for c in clauses if member(c, "named") is not None]
+    else:
+        default = named = None
+    uses_graphs = named is None and _has_graph(algebra.p)
+    available = await transport.named_graphs(spec.name) if default is not None or uses_graphs else []
+    for iri in [*(default or ()), *(named or ())]:
+        if iri not in available:
+            raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"dataset {spec.name} has no graph <{iri}>")
+    sources = Sources()
+    sources.get(None)
+    for iri in available:
+        sources.get(iri)
+    sources.freeze()
+    if default is None:
+        graphs = Graphs([sources.get(None)])
+    else:
+        graphs = Graphs([sources.get(g) for g in dict.fromkeys(default)])
+    return Dataset(graphs, list(dict.fromkeys(named if named is not None else available))), sources
+
+
+def _has_graph(node: Any) -> bool:
+    if isinstance(node, CompValue):
+        if node.name == "Graph":
+            return True
+        return any(_has_graph(v) for k, v in node.items() if not k.startswith("_"))
+    if isinstance(node, list | tuple):
+        return any(_has_graph(v) for v in node)
+    return False
+
+
+def _check_services(node: Any, context: Context) -> None:
+    """A SERVICE IRI not on the allowlist is refused before anything runs (unless SILENT)."""
+    if isinstance(node, CompValue):
+        if node.name == "ServiceGraphPattern" and isinstance(node.term, URIRef) and not member(node, "silent"):
+            iri = from_rdflib(node.term)
+            if iri not in context.services:
+                raise QueryError(ErrorKind.SERVICE_NOT_ALLOWED, f"SERVICE <{iri}> is not on the allowlist")
+        for key, value in node.items():
+            if not key.startswith("_"):
+                _check_services(value, context)
+    elif isinstance(node, list | tuple):
+        for value in node:
+            _check_services(value, context)

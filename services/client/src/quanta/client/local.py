@@ -1,0 +1,99 @@
+"""`LocalTransport`: the real engine in this process, over real HDT files (no service).
+
+For tests, benchmarks of the client's decompositions, and embedding: each
+request runs one quantum of `quanta.engine.execute` exactly as a worker
+does, and `next` is the saved plan itself (base64, unsigned: there is no
+untrusted party in between). Needs quanta-engine (not a dependency of the
+client: imported when a LocalTransport is made).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from quanta.client.transport import QueryError, SubPage, SubRequest
+from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError, UnsupportedQuery
+
+if TYPE_CHECKING:
+    from quanta.engine.storage import TripleStore
+
+ASK = 1  # quanta.engine.plan.ASK
+
+
+class LocalTransport:
+    """`stores[dataset][graph]`: graph None is the default graph, else a
+    named graph's IRI. A quantum of `quantum_s` seconds (None: never
+    suspend) and pages of at most `max_results` rows."""
+
+    def __init__(
+        self,
+        stores: Mapping[str, Mapping[str | None, TripleStore]],
+        *,
+        quantum_s: float | None = 0.075,
+        max_results: int | None = 100_000,
+    ) -> None:
+        from quanta.engine.execute import execute
+
+        self.execute = execute
+        self.stores = stores
+        self.quantum_s = quantum_s
+        self.max_results = max_results
+        self.requests = 0
+
+    async def named_graphs(self, dataset: str) -> list[str]:
+        graphs = self.stores.get(dataset)
+        if graphs is None:
+            raise QueryError(ErrorKind.UNKNOWN_DATASET, f"no dataset named {dataset!r}")
+        return [g for g in graphs if g is not None]
+
+    async def run(self, request: SubRequest) -> SubPage:
+        self.requests += 1
+        page = self.run_sync(request)
+        await asyncio.sleep(0)  # a quantum is a request: let others run in between
+        return page
+
+    def run_sync(self, request: SubRequest) -> SubPage:
+        graphs = self.stores.get(request.dataset)
+        if graphs is None:
+            raise QueryError(ErrorKind.UNKNOWN_DATASET, f"no dataset named {request.dataset!r}")
+        store = graphs.get(request.graph)
+        if store is None:
+            raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"{request.dataset} has no graph <{request.graph}>")
+        try:
+            if request.query is not None:
+                page = self.execute(
+                    store, query=request.query, quantum_seconds=self.quantum_s, max_results=self.max_results
+                )
+            else:
+                saved = _decode(request.next or "")
+                page = self.execute(store, saved=saved, quantum_seconds=self.quantum_s, max_results=self.max_results)
+        except QuerySyntaxError as error:
+            raise QueryError(error.kind, error.message, line=error.line, column=error.column) from error
+        except UnsupportedQuery as error:
+            raise QueryError(error.kind, str(error), operator=error.operator) from error
+        except QuantaError as error:
+            raise QueryError(error.kind, str(error)) from error
+        token = None if page.next is None else base64.urlsafe_b64encode(page.next).decode()
+        ask = page.form == ASK
+        rows = [] if ask else page.rows
+        size = len(token or "") + (16 if ask else len(page.bindings_json()))
+        stats = {"quantum_ms": page.stats.quantum_ms, "results": page.count, "plan_bytes": page.stats.plan_bytes}
+        return SubPage(
+            variables=[] if ask else list(page.head),
+            rows=rows,
+            next=token,
+            boolean=page.boolean if ask and token is None else None,
+            stats=stats,
+            bytes=size,
+        )
+
+
+def _decode(token: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError) as error:
+        raise QueryError(ErrorKind.INVALID_TOKEN, "not a token of this transport") from error

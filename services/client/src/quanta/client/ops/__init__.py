@@ -1,0 +1,1 @@
+"""The client's physical operators, one module per family."""

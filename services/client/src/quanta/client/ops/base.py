@@ -1,0 +1,94 @@
+"""What every client-side operator is: an async producer of batches of rows.
+
+A row has one cell per slot of the query (`quanta.client.plan.scope`): a
+dictionary-syntax term or None (unbound). Operators hand rows on in
+batches (a server page is one), and give the event loop back at least every
+`Budgets.yield_rows` rows of their own work: the gateway runs many queries
+in one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Iterable, Sequence
+from typing import Protocol
+
+from quanta.client.plan.context import Context
+
+Row = tuple[str | None, ...]
+Batch = list[Row]
+
+
+class Shape(Protocol):
+    """The width of a plan's rows (its slots): final once planning is done,
+    so operators read it when they run."""
+
+    @property
+    def width(self) -> int: ...
+
+
+class Op(ABC):
+    """`maybe`: slots some row may bind; `certain`: slots every row binds."""
+
+    maybe: frozenset[int]
+    certain: frozenset[int]
+
+    @abstractmethod
+    def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        """The rows, batch by batch (a batch may be empty)."""
+
+    def children(self) -> Sequence[Op]:
+        return ()
+
+    def explain(self, indent: int = 0) -> str:
+        """The plan below this operator, one operator a line."""
+        lines = ["  " * indent + self.label()]
+        lines += [child.explain(indent + 1) for child in self.children()]
+        return "\n".join(lines)
+
+    def label(self) -> str:
+        return type(self).__name__
+
+
+def merge(a: Row, b: Row) -> Row:
+    """The union of two compatible rows."""
+    return tuple(x if x is not None else y for x, y in zip(a, b, strict=True))
+
+
+def with_cell(row: Row, slot: int, value: str | None) -> Row:
+    """The row with one cell changed."""
+    cells = list(row)
+    cells[slot] = value
+    return tuple(cells)
+
+
+def compatible(a: Row, b: Row, slots: Iterable[int]) -> bool:
+    """Whether two rows agree on every slot both bind (among `slots`)."""
+    for s in slots:
+        x, y = a[s], b[s]
+        if x is not None and y is not None and x != y:
+            return False
+    return True
+
+
+class Pacer:
+    """Counts work and hands the event loop back every `every` units."""
+
+    def __init__(self, every: int) -> None:
+        self.every = max(1, every)
+        self.done = 0
+
+    async def tick(self, work: int = 1) -> None:
+        self.done += work
+        if self.done >= self.every:
+            self.done = 0
+            await asyncio.sleep(0)
+
+
+async def collect(op: Op, ctx: Context) -> Batch:
+    """All rows of `op` (for inputs known to be small)."""
+    out: Batch = []
+    async for batch in op.run(ctx):
+        out += batch
+    return out

@@ -1,0 +1,210 @@
+"""Bind joins: blocks of the left side's mappings shipped to a server piece as VALUES.
+
+The left rows are grouped into blocks of `Budgets.block_size` distinct
+keys (their values of the shipped variables); one server query per block
+(`Piece.render(values)`), followed to its last page, returns the piece's
+rows that join each key. A block costs at least one request, so a bind join
+costs about |left keys| / block_size requests (times the quanta each block
+takes): the paper's BindJoin and BindLeftJoin.
+
+When a key leaves a shipped variable unbound (UNDEF), or when every row of a
+key must be told apart (EXISTS, MINUS), a hidden variable numbers the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from quanta.client.ops.base import Batch, Op, Pacer, Row, merge, with_cell
+from quanta.client.ops.remote import Piece, fetch
+from quanta.client.plan.context import Context
+from quanta.client.plan.serialize import values_clause
+from quanta.sparql.terms import literal
+
+XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+Key = tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Ship:
+    """What a bind join ships: the slots (and their names in the text), and
+    the hidden variable that numbers keys (its name, and a slot to read it)."""
+
+    slots: tuple[int, ...]
+    names: tuple[str, ...]
+    row_name: str
+    row_slot: int
+    numbered: bool = False  # always number the keys (EXISTS, MINUS)
+
+    def key(self, row: Row) -> Key:
+        return tuple(row[s] for s in self.slots)
+
+
+async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> AsyncIterator[list[tuple[int, Row]]]:
+    """The piece's rows for a block of keys, each with the index of its key."""
+    numbered = ship.numbered or not ship.slots or any(v is None for k in keys for v in k)
+    out = piece.source.outgoing
+    if numbered:
+        names = (ship.row_name, *ship.names)
+        rows = [(literal(str(i), datatype=XSD_INTEGER), *(out(v) for v in k)) for i, k in enumerate(keys)]
+    else:
+        names, rows = ship.names, [tuple(out(v) for v in k) for k in keys]
+    index = {k: i for i, k in enumerate(keys)}
+    text = piece.render(values_clause(names, rows))
+    async for batch in fetch(ctx, piece.source, text, piece.columns):
+        found: list[tuple[int, Row]] = []
+        for r in batch:
+            if numbered:
+                number = r[ship.row_slot]
+                if number is None:
+                    continue
+                i = int(number[1 : number.rindex('"')])
+            else:
+                i = index.get(ship.key(r), -1)
+                if i < 0:
+                    continue
+            found.append((i, with_cell(r, ship.row_slot, None)))
+        yield found
+
+
+async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
+    """The left rows in blocks: distinct keys (at most block_size) and the rows of each."""
+    size = ctx.budgets.block_size
+    keys: dict[Key, list[Row]] = {}
+    async with aclosing(left.run(ctx)) as batches:
+        async for batch in batches:
+            for row in batch:
+                k = key(row)
+                rows = keys.get(k)
+                if rows is None:
+                    if len(keys) >= size:
+                        yield list(keys), list(keys.values())
+                        keys = {}
+                    rows = keys[k] = []
+                rows.append(row)
+    if keys:
+        yield list(keys), list(keys.values())
+
+
+class BindJoin(Op):
+    """left ⋈ piece, the piece run once per block of left keys."""
+
+    def __init__(self, left: Op, piece: Piece, ship: Ship) -> None:
+        self.left, self.piece, self.ship = left, piece, ship
+        self.maybe = left.maybe | piece.maybe
+        self.certain = left.certain | piece.certain
+
+    def children(self) -> list[Op]:
+        return [self.left]
+
+    def label(self) -> str:
+        return f"BindJoin ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        async for keys, groups in blocks(ctx, self.left, self.ship.key):
+            async for found in matches(ctx, self.piece, self.ship, keys):
+                out: Batch = [merge(left, r) for i, r in found for left in groups[i]]
+                await pacer.tick(len(out))
+                yield out
+
+
+class BindLeftJoin(Op):
+    """left ⟕ piece: the rows of each block that match nothing come out alone.
+    `keep` filters the merged rows here when the OPTIONAL's condition could
+    not be shipped (the server evaluates it otherwise)."""
+
+    def __init__(self, left: Op, piece: Piece, ship: Ship, keep: Callable[[Row], bool] | None = None) -> None:
+        self.left, self.piece, self.ship, self.keep = left, piece, ship, keep
+        self.maybe = left.maybe | piece.maybe
+        self.certain = left.certain
+
+    def children(self) -> list[Op]:
+        return [self.left]
+
+    def label(self) -> str:
+        return f"BindLeftJoin ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        async for keys, groups in blocks(ctx, self.left, self.ship.key):
+            matched = [[False] * len(rows) for rows in groups]
+            async for found in matches(ctx, self.piece, self.ship, keys):
+                out: Batch = []
+                for i, r in found:
+                    for j, left in enumerate(groups[i]):
+                        row = merge(left, r)
+                        if self.keep is None or self.keep(row):
+                            matched[i][j] = True
+                            out.append(row)
+                await pacer.tick(len(out) + 1)
+                yield out
+            yield [left for i, rows in enumerate(groups) for j, left in enumerate(rows) if not matched[i][j]]
+
+
+class BindFilter(Op):
+    """The left rows whose key has (or, `negated`, has not) a row in the
+    piece: FILTER EXISTS and NOT EXISTS over a server piece (the keys are
+    injected into every group of the piece: substitution), and MINUS (the
+    piece checks compatibility and shared domain itself)."""
+
+    def __init__(
+        self, left: Op, piece: Piece, ship: Ship, negated: bool, name: str, keep_unbound: bool = False
+    ) -> None:
+        self.left, self.piece, self.ship, self.negated, self.name = left, piece, ship, negated, name
+        self.keep_unbound = keep_unbound  # MINUS: a row binding no shared variable is never removed
+        self.maybe, self.certain = left.maybe, left.certain
+
+    def children(self) -> list[Op]:
+        return [self.left]
+
+    def label(self) -> str:
+        return f"{self.name} ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        async for keys, groups in blocks(ctx, self.left, self.ship.key):
+            if self.keep_unbound:
+                alone = [i for i, k in enumerate(keys) if all(v is None for v in k)]
+                yield [row for i in alone for row in groups[i]]
+                asked = [i for i, k in enumerate(keys) if any(v is not None for v in k)]
+                keys, groups = [keys[i] for i in asked], [groups[i] for i in asked]
+                if not keys:
+                    continue
+            hit = [False] * len(keys)
+            async for found in matches(ctx, self.piece, self.ship, keys):
+                for i, _ in found:
+                    hit[i] = True
+            yield [row for i, rows in enumerate(groups) if hit[i] != self.negated for row in rows]
+
+
+class ExistsColumn(Op):
+    """EXISTS { piece } for each left row, as a boolean in `slot` (for
+    expressions that use it otherwise than as a whole FILTER)."""
+
+    TRUE = literal("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")
+    FALSE = literal("false", datatype="http://www.w3.org/2001/XMLSchema#boolean")
+
+    def __init__(self, left: Op, piece: Piece, ship: Ship, slot: int) -> None:
+        self.left, self.piece, self.ship, self.slot = left, piece, ship, slot
+        self.maybe, self.certain = left.maybe | {slot}, left.certain | {slot}
+
+    def children(self) -> list[Op]:
+        return [self.left]
+
+    def label(self) -> str:
+        return f"ExistsColumn ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        slot = self.slot
+        async for keys, groups in blocks(ctx, self.left, self.ship.key):
+            hit = [False] * len(keys)
+            async for found in matches(ctx, self.piece, self.ship, keys):
+                for i, _ in found:
+                    hit[i] = True
+            yield [
+                with_cell(row, slot, self.TRUE if hit[i] else self.FALSE)
+                for i, rows in enumerate(groups)
+                for row in rows
+            ]

@@ -1,0 +1,152 @@
+"""FILTER and BIND on the client, with the server's semantics.
+
+Expressions are compiled by `quanta.sparql.expressions` (the code the
+workers run) over a term table of their own with no dictionary; a row's
+terms are interned only for the slots the expression reads. The table
+only grows, so it is replaced (and the expression compiled again) when it
+holds many terms. What the server does not evaluate (EXISTS, RAND, UUID,
+BNODE()...) has been turned into hidden variables by the planner: the
+operators that bind those (`Generate`, `ExistsColumn`...) run first.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from rdflib.term import Node, Variable
+
+from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape, with_cell
+from quanta.client.plan.context import Context
+from quanta.sparql import expressions
+from quanta.sparql.expr_values import format_double
+from quanta.sparql.term_table import TermTable
+from quanta.sparql.terms import literal
+
+XSD_DOUBLE = "http://www.w3.org/2001/XMLSchema#double"
+TABLE_LIMIT = 100_000  # terms a table holds before it is replaced
+
+
+class ClientExpr:
+    """An expression over rows of terms: `test(row)` (FILTER: its effective
+    boolean value, an error is false) and `value(row)` (BIND: a term, None
+    on an error)."""
+
+    def __init__(self, expr: Any, slot_of: Callable[[Variable], int | None], shape: Shape, base: str | None) -> None:
+        self.expr, self.slot_of, self.shape, self.base = expr, slot_of, shape, base
+        self._compile()
+
+    def _compile(self) -> None:
+        self.table = TermTable(None)
+        table, slot_of = self.table, self.slot_of
+
+        class Scope:
+            def slot(self, var: Variable) -> int | None:
+                return slot_of(var)
+
+            def term(self, node: Node) -> int:
+                return table.intern_node(node)
+
+        proto = expressions.to_proto(self.expr, Scope(), self.base)
+        self.reads = sorted(expressions.variables(proto))
+        self._test = expressions.compile_test(proto, table)
+        self._value = expressions.compile_value(proto, table)
+
+    def _mapping(self, row: Row) -> tuple[int, ...]:
+        if len(self.table.extra) > TABLE_LIMIT:
+            self._compile()
+        ids = [0] * self.shape.width
+        intern = self.table.intern
+        for s in self.reads:
+            term = row[s]
+            if term is not None:
+                ids[s] = intern(term)
+        return tuple(ids)
+
+    def test(self, row: Row) -> bool:
+        return self._test(self._mapping(row))
+
+    def value(self, row: Row) -> str | None:
+        gid = self._value(self._mapping(row))
+        return self.table.string(gid) if gid else None
+
+
+class Filter(Op):
+    def __init__(self, child: Op, tests: list[ClientExpr]) -> None:
+        self.child, self.tests = child, tests
+        self.maybe, self.certain = child.maybe, child.certain
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    def label(self) -> str:
+        return f"Filter {' && '.join(str(t.expr) for t in self.tests)}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        async for batch in self.child.run(ctx):
+            await pacer.tick(len(batch))
+            yield [row for row in batch if all(t.test(row) for t in self.tests)]
+
+
+class Extend(Op):
+    """BIND(expr AS ?var); an error leaves ?var unbound."""
+
+    def __init__(self, child: Op, slot: int, expr: ClientExpr) -> None:
+        self.child, self.slot, self.expr = child, slot, expr
+        self.maybe, self.certain = child.maybe | {slot}, child.certain
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    def label(self) -> str:
+        return f"Extend slot {self.slot} = {self.expr.expr}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        slot, value = self.slot, self.expr.value
+        async for batch in self.child.run(ctx):
+            await pacer.tick(len(batch))
+            yield [with_cell(row, slot, value(row)) for row in batch]
+
+
+class Generate(Op):
+    """Hidden variables for what differs per call: RAND(), UUID(), STRUUID(),
+    BNODE() (a fresh blank node per row), and an extension function (always
+    an error: unbound)."""
+
+    def __init__(self, child: Op, columns: list[tuple[int, str]], bnode_prefix: str) -> None:
+        self.child, self.columns, self.bnode_prefix = child, columns, bnode_prefix
+        made = {slot for slot, kind in columns if kind != "unbound"}
+        self.maybe, self.certain = child.maybe | made, child.certain | made
+        self.made = 0
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    def label(self) -> str:
+        return f"Generate {self.columns}"
+
+    def _value(self, kind: str) -> str | None:
+        if kind == "RAND":
+            return literal(format_double(random.random()), datatype=XSD_DOUBLE)
+        if kind == "UUID":
+            return f"urn:uuid:{uuid.uuid4()}"
+        if kind == "STRUUID":
+            return literal(str(uuid.uuid4()))
+        if kind == "BNODE":
+            self.made += 1
+            return f"_:{self.bnode_prefix}{self.made}"
+        return None
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        async for batch in self.child.run(ctx):
+            out = []
+            for row in batch:
+                cells = list(row)
+                for slot, kind in self.columns:
+                    cells[slot] = self._value(kind)
+                out.append(tuple(cells))
+            yield out

@@ -1,0 +1,109 @@
+"""GROUP BY and aggregates: hash aggregation within the memory budget, hash partitioning beyond it.
+
+Groups are kept in memory while their states fit the budget (a group counts
+one, plus what DISTINCT and GROUP_CONCAT keep). Past it, the rows of groups
+not in memory go to partition files by a hash of their key: each group is
+then wholly in memory or wholly in one partition, and partitions are
+aggregated one after the other (split again if one does not fit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable
+
+from quanta.client.ops.aggregates import Aggregate, State
+from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
+from quanta.client.ops.spill import Partitions, RowFile, oversized
+from quanta.client.plan.context import Context
+
+Key = tuple[str | None, ...]
+
+
+class Group(Op):
+    """`keys`: the grouping slots (an expression key has been computed into a
+    hidden slot); `bound`: those of them that are variables of the output.
+    Without keys the whole input is one group, even when empty."""
+
+    def __init__(self, child: Op, keys: list[int], bound: list[int], aggregates: list[Aggregate], shape: Shape) -> None:
+        self.child, self.keys, self.bound, self.aggregates, self.shape = child, keys, bound, aggregates, shape
+        results = frozenset(a.slot for a in aggregates)
+        self.maybe = frozenset(bound) | results
+        self.certain = frozenset(s for s in bound if s in child.certain) | frozenset(
+            a.slot for a in aggregates if a.kind == "Count"
+        )
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    def label(self) -> str:
+        return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        table = _Table(self, ctx, 0)
+        async for batch in self.child.run(ctx):
+            table.add_all(batch)
+            await pacer.tick(len(batch))
+        if not table.groups and not self.keys and table.spill is None:
+            table.group(())  # the implicit group of an empty input
+        async for out in self._emit(ctx, table, pacer):
+            yield out
+
+    async def _emit(self, ctx: Context, table: _Table, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        yield table.rows()
+        if table.spill is None:
+            return
+        for part in table.spill.finish():
+            inner = _Table(self, ctx, table.depth + 1)
+            inner.add_all(part)
+            part.delete()
+            await pacer.tick(inner.units)
+            async for out in self._emit(ctx, inner, pacer):
+                yield out
+
+
+class _Table:
+    def __init__(self, group: Group, ctx: Context, depth: int) -> None:
+        self.op, self.ctx, self.depth = group, ctx, depth
+        self.groups: dict[Key, list[State]] = {}
+        self.spill: Partitions | None = None
+        self.units = 0
+
+    def group(self, key: Key) -> list[State]:
+        states = [a.state() for a in self.op.aggregates]
+        self.groups[key] = states
+        self.units += 1
+        return states
+
+    def add_all(self, rows: Iterable[Row] | RowFile) -> None:
+        keys, limit = self.op.keys, self.ctx.budgets.memory_rows
+        for row in rows:
+            key = tuple(row[s] for s in keys)
+            states = self.groups.get(key)
+            if states is None:
+                if self.units >= limit:
+                    if self.spill is None:
+                        self.spill = Partitions(self.ctx, "group", lambda r: tuple(r[s] for s in keys), self.depth)
+                    self.spill.add(row)
+                    continue
+                states = self.group(key)
+            for state in states:
+                before = state.size
+                state.add(row)
+                self.units += state.size - before
+            if self.units > 2 * limit and len(self.groups) == 1:
+                raise oversized(self.ctx, "an aggregate over one group")
+
+    def rows(self) -> Batch:
+        width, keys, bound = self.op.shape.width, self.op.keys, set(self.op.bound)
+        out: Batch = []
+        for key, states in self.groups.items():
+            cells: list[str | None] = [None] * width
+            for slot, term in zip(keys, key, strict=True):
+                if slot in bound:
+                    cells[slot] = term
+            for state in states:
+                cells[state.agg.slot] = state.result()
+            out.append(tuple(cells))
+        self.groups = {}
+        return out

@@ -1,0 +1,186 @@
+"""Joins of two client-side inputs: each side runs once (its own requests),
+the right side is built, the left side probes it.
+
+`mode`: "join" (⋈), "left" (OPTIONAL: a left row that matches nothing
+comes out alone), "minus" (MINUS: a left row goes unless it is compatible
+with a right row that shares a variable with it). Rows are hashed on the
+slots both sides always bind; the other shared slots are checked for
+compatibility. The right side is kept in memory up to the budget; beyond
+it, with hash slots, both sides are partitioned to disk by their hash and
+joined a partition at a time (a grace hash join), and without hash slots
+the right side goes to one file read once per memory-sized block of left
+rows (a block nested loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Iterable
+from contextlib import aclosing
+
+from quanta.client.ops.base import Batch, Op, Pacer, Row, compatible, merge
+from quanta.client.ops.spill import Partitions, RowFile, split
+from quanta.client.plan.context import Context
+
+Key = tuple[str | None, ...]
+
+
+class HashJoin(Op):
+    def __init__(self, left: Op, right: Op, mode: str, keep: Callable[[Row], bool] | None = None) -> None:
+        self.left, self.right, self.mode, self.keep = left, right, mode, keep
+        shared = left.maybe & right.maybe
+        self.keys = sorted(left.certain & right.certain & shared)
+        self.check = sorted(shared - set(self.keys))
+        self.shared = sorted(shared)
+        if mode == "join":
+            self.maybe, self.certain = left.maybe | right.maybe, left.certain | right.certain
+        elif mode == "left":
+            self.maybe, self.certain = left.maybe | right.maybe, left.certain
+        else:
+            self.maybe, self.certain = left.maybe, left.certain
+
+    def children(self) -> list[Op]:
+        return [self.left, self.right]
+
+    def label(self) -> str:
+        return f"HashJoin mode={self.mode} keys={self.keys} check={self.check}"
+
+    def key(self, row: Row) -> Key:
+        return tuple(row[s] for s in self.keys)
+
+    def matches(self, left: Row, right: Row) -> Row | None:
+        """The merged row when `left` and `right` match (for minus: `left` when they do)."""
+        if not compatible(left, right, self.check):
+            return None
+        if self.mode == "minus":
+            if self.keys or any(left[s] is not None and right[s] is not None for s in self.shared):
+                return left
+            return None
+        row = merge(left, right)
+        if self.keep is not None and not self.keep(row):
+            return None
+        return row
+
+    def probe(self, left: Row, candidates: Iterable[Row]) -> tuple[Batch, bool]:
+        """What one left row gives against candidate right rows, and whether it matched."""
+        out: Batch = []
+        matched = False
+        for right in candidates:
+            row = self.matches(left, right)
+            if row is not None:
+                matched = True
+                if self.mode == "minus":
+                    break
+                out.append(row)
+        if self.mode == "minus":
+            return ([] if matched else [left]), matched
+        if self.mode == "left" and not matched:
+            out.append(left)
+        return out, matched
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        limit = ctx.budgets.memory_rows
+        table: dict[Key, list[Row]] = {}
+        count = 0
+        overflow: Partitions | RowFile | None = None
+        async with aclosing(self.right.run(ctx)) as batches:
+            async for batch in batches:
+                for row in batch:
+                    if overflow is not None:
+                        overflow.add(row)
+                        continue
+                    table.setdefault(self.key(row), []).append(row)
+                    count += 1
+                    if count > limit:
+                        overflow = self._spill(ctx, table)
+                        table = {}
+                await pacer.tick(len(batch))
+        if overflow is None:
+            async for batch in self.left.run(ctx):
+                out: Batch = []
+                for row in batch:
+                    candidates = table.get(self.key(row), ())
+                    out += self.probe(row, candidates)[0]
+                    await pacer.tick(1 + len(candidates))
+                yield out
+        elif isinstance(overflow, Partitions):
+            async for out in self._grace(ctx, overflow, pacer):
+                yield out
+        else:
+            async for out in self._nested(ctx, overflow.finish(), pacer):
+                yield out
+
+    def _spill(self, ctx: Context, table: dict[Key, list[Row]]) -> Partitions | RowFile:
+        spill: Partitions | RowFile = Partitions(ctx, "join", self.key, 0) if self.keys else RowFile(ctx, "join-right")
+        for rows in table.values():
+            for row in rows:
+                spill.add(row)
+        return spill
+
+    async def _grace(self, ctx: Context, right: Partitions, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        left = Partitions(ctx, "join-left", self.key, 0)
+        async for batch in self.left.run(ctx):
+            for row in batch:
+                left.add(row)
+            await pacer.tick(len(batch))
+        for r_file, l_file in zip(right.finish(), left.finish(), strict=True):
+            async for out in self._partition(ctx, r_file, l_file, 1, pacer):
+                yield out
+
+    async def _partition(
+        self, ctx: Context, right: RowFile, left: RowFile, depth: int, pacer: Pacer
+    ) -> AsyncGenerator[Batch, None]:
+        """One pair of partitions (split again while the right one does not fit)."""
+        if right.count > ctx.budgets.memory_rows:
+            rights = split(ctx, right, "join", self.key, depth)
+            lefts = split(ctx, left, "join-left", self.key, depth)
+            for r_file, l_file in zip(rights, lefts, strict=True):
+                async for batch in self._partition(ctx, r_file, l_file, depth + 1, pacer):
+                    yield batch
+            return
+        table: dict[Key, list[Row]] = {}
+        for row in right:
+            table.setdefault(self.key(row), []).append(row)
+        right.delete()
+        out: Batch = []
+        for row in left:
+            out += self.probe(row, table.get(self.key(row), ()))[0]
+            if len(out) >= 4096:
+                await pacer.tick(len(out))
+                yield out
+                out = []
+        left.delete()
+        yield out
+
+    async def _nested(self, ctx: Context, right: RowFile, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        block: Batch = []
+        async for batch in self.left.run(ctx):
+            block += batch
+            if len(block) >= ctx.budgets.memory_rows:
+                async for out in self._block(block, right, pacer):
+                    yield out
+                block = []
+        async for out in self._block(block, right, pacer):
+            yield out
+        right.delete()
+
+    async def _block(self, block: Batch, right: RowFile, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        matched = [False] * len(block)
+        out: Batch = []
+        for r in right:
+            await pacer.tick(len(block))
+            for i, left in enumerate(block):
+                row = self.matches(left, r)
+                if row is not None:
+                    matched[i] = True
+                    if self.mode != "minus":
+                        out.append(row)
+            if len(out) >= 4096:
+                await pacer.tick(len(out))
+                yield out
+                out = []
+        if self.mode == "left":
+            out += [left for i, left in enumerate(block) if not matched[i]]
+        elif self.mode == "minus":
+            out = [left for i, left in enumerate(block) if not matched[i]]
+        yield out

@@ -1,0 +1,104 @@
+"""OptJoin (the SaGe paper, section 3.4): P1 OPTIONAL { P2 } in one server query
+when the server evaluates P1 and P2.
+
+P1 OPTIONAL P2 = (P1 JOIN P2) UNION (the rows of P1 that no row of P1 JOIN P2
+extends): the client sends
+`{ P1 BIND(1 AS ?tag) } UNION { P1 P2 FILTER(condition) }`. Rows of the join
+branch are answers at once; rows of P1 (tagged) are counted by their values,
+and at the end those whose values no join row extended come out (as many
+times as P1 had them). Requests: the quanta of that one query, whatever the
+number of P1's rows (a bind left join needs one query per block of them).
+The counts are kept in memory up to the budget, then partitioned to disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
+from quanta.client.ops.remote import Piece, fetch
+from quanta.client.ops.spill import Partitions, RowFile, split
+from quanta.client.plan.context import Context
+
+Key = tuple[str | None, ...]
+
+
+class OptJoin(Op):
+    """`key`: the slots P1 projects; `tag`: the slot of the tag variable."""
+
+    def __init__(self, piece: Piece, key: list[int], tag: int, shape: Shape, certain: frozenset[int]) -> None:
+        self.piece, self.key_slots, self.tag, self.shape = piece, key, tag, shape
+        self.text = piece.render("")
+        self.maybe = piece.maybe - {tag}
+        self.certain = certain
+
+    def label(self) -> str:
+        return f"OptJoin {self.text}"
+
+    def key(self, row: Row) -> Key:
+        return tuple(row[s] for s in self.key_slots)
+
+    def row(self, key: Key) -> Row:
+        cells: list[str | None] = [None] * self.shape.width
+        for s, v in zip(self.key_slots, key, strict=True):
+            cells[s] = v
+        return tuple(cells)
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        limit = ctx.budgets.memory_rows
+        counts: dict[Key, int] = {}
+        matched: set[Key] = set()
+        spill: Partitions | None = None
+        tag = self.tag
+        source, columns = self.piece.source, self.piece.columns
+        async with aclosing(fetch(ctx, source, self.text, columns)) as pages:
+            async for batch in pages:
+                out: Batch = []
+                for row in batch:
+                    k = self.key(row)
+                    if row[tag] is not None:  # a row of P1 alone
+                        if spill is not None:
+                            spill.add((k, 1))
+                        else:
+                            counts[k] = counts.get(k, 0) + 1
+                    else:
+                        out.append(row)
+                        if spill is not None:
+                            spill.add((k, 0))
+                        else:
+                            matched.add(k)
+                if spill is None and len(counts) + len(matched) > limit:
+                    spill = Partitions(ctx, "optjoin", lambda entry: entry[0], 0)
+                    for k, n in counts.items():
+                        spill.add((k, n))
+                    for k in matched:
+                        spill.add((k, 0))
+                    counts, matched = {}, set()
+                await pacer.tick(len(batch))
+                yield out
+        if spill is None:
+            yield [self.row(k) for k, n in counts.items() if k not in matched for _ in range(n)]
+            return
+        for part in spill.finish():
+            async for out in self._unmatched(ctx, part, 1, pacer):
+                yield out
+
+    async def _unmatched(self, ctx: Context, part: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        """The unmatched rows of P1 in one partition (split again while it does not fit)."""
+        if part.count > ctx.budgets.memory_rows:
+            for smaller in split(ctx, part, "optjoin", lambda entry: entry[0], depth):
+                async for out in self._unmatched(ctx, smaller, depth + 1, pacer):
+                    yield out
+            return
+        counts: dict[Key, int] = {}
+        matched: set[Key] = set()
+        for k, n in part:
+            if n:
+                counts[k] = counts.get(k, 0) + n
+            else:
+                matched.add(k)
+        part.delete()
+        await pacer.tick(part.count)
+        yield [self.row(k) for k, n in counts.items() if k not in matched for _ in range(n)]

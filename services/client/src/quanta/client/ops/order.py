@@ -1,0 +1,130 @@
+"""ORDER BY: SPARQL's order over terms, an external merge sort, and top-k for ORDER BY ... LIMIT k.
+
+The order (SPARQL 1.1 section 15.1): unbound < blank nodes < IRIs <
+literals; literals that `<` compares (numbers by value, strings, booleans,
+dates) in that order, each kind in a group of its own, and the rest by
+datatype and lexical form, so the order is total and the same every time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncGenerator
+from functools import lru_cache
+from typing import Any
+
+from quanta.client.ops.base import Batch, Op, Pacer, Row
+from quanta.client.ops.spill import ExternalSort
+from quanta.client.plan.context import Context
+from quanta.sparql.expr_dates import DateTime
+from quanta.sparql.expr_values import (
+    BOOLEAN,
+    DATE,
+    DATETIME,
+    DECIMAL,
+    DOUBLE,
+    FLOAT,
+    INTEGER,
+    LANG,
+    STRING,
+    make_literal,
+)
+from quanta.sparql.terms import split_literal
+
+_NUMBERS = (INTEGER, DECIMAL, FLOAT, DOUBLE)
+
+
+@lru_cache(maxsize=65536)
+def term_key(term: str | None) -> tuple[Any, ...]:
+    if term is None:
+        return (0,)
+    if term.startswith("_:"):
+        return (1, term)
+    if not term.startswith('"'):
+        return (2, term)
+    lexical, lang, datatype = split_literal(term)
+    value = make_literal(lexical, lang, datatype)
+    kind = value.kind
+    if kind in _NUMBERS:
+        number = value.val
+        if isinstance(number, float) and math.isnan(number):
+            return (3, 0, 0, 0, term)
+        return (3, 0, 1, number, term)
+    if kind in (STRING, LANG):
+        return (3, 1, lexical, lang or "", term)
+    if kind == BOOLEAN:
+        return (3, 2, bool(value.val), term)
+    if kind in (DATETIME, DATE) and isinstance(value.val, DateTime):
+        return (3, 3, value.val.stamp, term)
+    return (3, 4, datatype or "", lexical, term)
+
+
+class Descending:
+    """A key component sorted the other way."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: Descending) -> bool:
+        return other.key < self.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def row_key(conditions: list[tuple[int, bool]]) -> Any:
+    """The sort key of a row: one term key per condition (slot, descending)."""
+
+    def key(row: Row) -> tuple[Any, ...]:
+        return tuple(Descending(term_key(row[s])) if desc else term_key(row[s]) for s, desc in conditions)
+
+    return key
+
+
+class OrderBy(Op):
+    """Sorts its input: in memory up to the budget, else by sorted runs on
+    disk merged at the end. With `top` (ORDER BY ... LIMIT k, OFFSET
+    included) only the first `top` rows are kept: memory for 2k rows at most."""
+
+    def __init__(self, child: Op, conditions: list[tuple[int, bool]], top: int | None = None) -> None:
+        self.child, self.conditions, self.top = child, conditions, top
+        self.maybe, self.certain = child.maybe, child.certain
+        self.key = row_key(conditions)
+
+    def children(self) -> list[Op]:
+        return [self.child]
+
+    def label(self) -> str:
+        return f"OrderBy {self.conditions} top={self.top}"
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        pacer = Pacer(ctx.budgets.yield_rows)
+        if self.top is not None and self.top <= ctx.budgets.memory_rows:
+            kept: list[Row] = []
+            async for batch in self.child.run(ctx):
+                kept += batch
+                if len(kept) >= 2 * self.top + 1024:
+                    kept.sort(key=self.key)
+                    del kept[self.top :]
+                await pacer.tick(len(batch))
+            kept.sort(key=self.key)
+            yield kept[: self.top]
+            return
+        sort = ExternalSort(ctx, self.key, ctx.budgets.memory_rows)
+        async for batch in self.child.run(ctx):
+            for row in batch:
+                sort.add(row)
+            await pacer.tick(len(batch))
+        out: Batch = []
+        for row in sort.sorted():
+            out.append(row)
+            if len(out) >= 4096:
+                await pacer.tick(len(out))
+                yield out
+                out = []
+        yield out

@@ -1,0 +1,120 @@
+"""Server pieces: a server-fragment pattern sent as one query, its pages read into rows.
+
+A `Source` is where a piece runs: the dataset's default graph or one of its
+named graphs (each its own HDT file). When a query reads several sources,
+their blank nodes are told apart by a label prefix per source (`_:s2_b1`
+came from source 2 as `_:b1`); a blank node shipped back to a source (a
+bind join's VALUES) goes as the IRI that names it there (`terms.skolem`),
+and one from another source, which cannot occur in it, as one that names
+nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+
+from quanta.client.ops.base import Batch, Op, Shape
+from quanta.client.plan.context import Context
+from quanta.client.transport import SubPage, SubRequest
+
+FOREIGN = "_: foreign"  # a blank node label no HDT dictionary holds (labels have no spaces)
+
+
+@dataclass
+class Sources:
+    """The sources a plan reads; labels are prefixed once it reads more than one."""
+
+    by_graph: dict[str | None, Source] = field(default_factory=dict)
+    rename: bool = False
+
+    def get(self, graph: str | None) -> Source:
+        source = self.by_graph.get(graph)
+        if source is None:
+            source = self.by_graph[graph] = Source(self, graph, f"s{len(self.by_graph)}_")
+        return source
+
+    def freeze(self) -> None:
+        self.rename = len(self.by_graph) > 1
+
+
+@dataclass(eq=False)
+class Source:
+    sources: Sources
+    graph: str | None  # None: the default graph
+    prefix: str
+
+    def incoming(self, term: str | None) -> str | None:
+        """A term of this source's results, as the query sees it."""
+        if term is not None and self.sources.rename and term.startswith("_:"):
+            return "_:" + self.prefix + term[2:]
+        return term
+
+    def outgoing(self, term: str | None) -> str | None:
+        """A term the query holds, as this source knows it (for VALUES)."""
+        if term is None or not self.sources.rename or not term.startswith("_:"):
+            return term
+        label = term[2:]
+        return "_:" + label[len(self.prefix) :] if label.startswith(self.prefix) else FOREIGN
+
+    def label(self) -> str:
+        return "default graph" if self.graph is None else f"<{self.graph}>"
+
+
+class Columns:
+    """Reads a page's rows into full-width rows: each variable name to its slot."""
+
+    def __init__(self, slots: dict[str, int], shape: Shape, source: Source) -> None:
+        self.slots = slots
+        self.shape = shape
+        self.source = source
+
+    def rows(self, page: SubPage) -> Batch:
+        positions = [(i, self.slots[v]) for i, v in enumerate(page.variables) if v in self.slots]
+        incoming, width = self.source.incoming, self.shape.width
+        out: Batch = []
+        for values in page.rows:
+            cells: list[str | None] = [None] * width
+            for i, slot in positions:
+                cells[slot] = incoming(values[i])
+            out.append(tuple(cells))
+        return out
+
+
+async def fetch(ctx: Context, source: Source, text: str, columns: Columns) -> AsyncGenerator[Batch, None]:
+    """Every page of one server query, as rows (stops sending when the consumer stops)."""
+    request = SubRequest(ctx.dataset, source.graph, text)
+    async for page in ctx.requester.pages(request):
+        yield columns.rows(page)
+
+
+@dataclass
+class Piece:
+    """A server-fragment pattern ready to send: `render(values)` is its query
+    text with `values` (VALUES text shipped by a bind join, or "") joined in."""
+
+    render: Callable[[str], str]
+    columns: Columns
+    maybe: frozenset[int]
+    certain: frozenset[int]
+
+    @property
+    def source(self) -> Source:
+        return self.columns.source
+
+
+class Remote(Op):
+    """A piece run as one server query."""
+
+    def __init__(self, piece: Piece) -> None:
+        self.piece = piece
+        self.text = piece.render("")
+        self.maybe = piece.maybe
+        self.certain = piece.certain
+
+    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        async for batch in fetch(ctx, self.piece.source, self.text, self.piece.columns):
+            yield batch
+
+    def label(self) -> str:
+        return f"Remote[{self.piece.source.label()}] {self.text}"

@@ -1,0 +1,174 @@
+"""Helpers over rdflib's algebra: copying with changes, variables, and the
+planner's first pass (blank nodes of patterns to hidden variables, property
+paths to algebra).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rdflib.paths import Path
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import BNode, Node, Variable
+
+from quanta.client.plan.paths import expand_bgp, server_path
+
+Rewrite = Callable[[Any], Any]  # a node's replacement, or None to copy it with its children rewritten
+
+
+def copy_node(node: CompValue, **changes: Any) -> CompValue:
+    """A copy of a CompValue (rdflib's Expr subclasses included) with some members changed."""
+    cls = type(node)
+    copy: CompValue = cls.__new__(cls)
+    OrderedDict.__init__(copy)
+    copy.__dict__.update(node.__dict__)
+    for key in node:
+        OrderedDict.__setitem__(copy, key, changes[key] if key in changes else OrderedDict.__getitem__(node, key))
+    for key, value in changes.items():
+        if key not in node:
+            OrderedDict.__setitem__(copy, key, value)
+    return copy
+
+
+def rewrite(value: Any, change: Rewrite) -> Any:
+    """The tree with `change` applied top-down (`change` returns None to go on below)."""
+    replaced = change(value)
+    if replaced is not None:
+        return replaced
+    if isinstance(value, CompValue):
+        return copy_node(value, **{k: rewrite(v, change) for k, v in value.items() if not k.startswith("_")})
+    if isinstance(value, list):
+        return [rewrite(v, change) for v in value]
+    if isinstance(value, tuple):
+        return tuple(rewrite(v, change) for v in value)
+    return value
+
+
+def member(node: CompValue, name: str) -> Any:
+    """A member, None when absent (CompValue.get returns the name)."""
+    return dict.get(node, name)
+
+
+def all_variables(value: Any) -> Iterator[Variable]:
+    """Every variable in a tree (expressions, EXISTS patterns, paths' ends included)."""
+    if isinstance(value, Variable):
+        yield value
+    elif isinstance(value, CompValue):
+        for key, v in value.items():
+            if not key.startswith("_"):
+                yield from all_variables(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from all_variables(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from all_variables(k)
+            yield from all_variables(v)
+
+
+def maybe(node: Any) -> set[Variable]:
+    """Variables a graph pattern may bind (its in-scope variables, SPARQL 1.1 section 18.2.1)."""
+    name = node.name
+    if name == "BGP":
+        return {t for triple in node.triples for t in triple if isinstance(t, Variable)}
+    if name == "PathClosure":
+        return {t for t in (node.subject, node.object) if isinstance(t, Variable)}
+    if name in ("Join", "Union", "LeftJoin"):
+        return maybe(node.p1) | maybe(node.p2)
+    if name == "Minus":
+        return maybe(node.p1)
+    if name == "Extend":
+        return maybe(node.p) | {node.var}
+    if name == "values":
+        return {v for row in node.res for v in row}
+    if name == "Graph":
+        return maybe(node.p) | ({node.term} if isinstance(node.term, Variable) else set())
+    if name == "ServiceGraphPattern":
+        return set(all_variables(node.graph)) | ({node.term} if isinstance(node.term, Variable) else set())
+    if name == "Project":
+        return {v for v in node.PV if isinstance(v, Variable)}
+    if name == "AggregateJoin":
+        group = node.p
+        keys = {v for v in member(group, "expr") or [] if isinstance(v, Variable)}
+        return keys | {a.res for a in node.A}
+    if name in ("Filter", "ToMultiSet", "Slice", "Distinct", "Reduced", "OrderBy", "Group"):
+        return maybe(node.p)
+    raise ValueError(f"unexpected pattern {name}")
+
+
+def certain(node: Any) -> set[Variable]:
+    """Variables every solution of a pattern binds."""
+    name = node.name
+    if name in ("BGP", "PathClosure"):
+        return maybe(node)
+    if name == "Join":
+        return certain(node.p1) | certain(node.p2)
+    if name == "Union":
+        return certain(node.p1) & certain(node.p2)
+    if name in ("LeftJoin", "Minus"):
+        return certain(node.p1)
+    if name == "values":
+        return {v for v in maybe(node) if all(row.get(v, "UNDEF") != "UNDEF" for row in node.res)}
+    if name == "Graph":
+        return certain(node.p) | ({node.term} if isinstance(node.term, Variable) else set())
+    if name == "Project":
+        return certain(node.p) & maybe(node)
+    if name in ("ServiceGraphPattern", "AggregateJoin"):
+        return set()
+    if name in ("Filter", "Extend", "ToMultiSet", "Slice", "Distinct", "Reduced", "OrderBy", "Group"):
+        return certain(node.p)
+    raise ValueError(f"unexpected pattern {name}")
+
+
+class Prepass:
+    """Blank nodes of patterns become hidden variables (one per label), and
+    the paths the server does not evaluate become algebra; counts in how
+    many leaves (BGPs, closures) each variable occurs."""
+
+    def __init__(self, fresh: Callable[[str], Variable]) -> None:
+        self.fresh = fresh
+        self.blanks: dict[BNode, Variable] = {}
+        self.hidden: set[Variable] = set()
+        self.leaves: Counter[Variable] = Counter()
+
+    def run(self, algebra: Any) -> Any:
+        out = rewrite(algebra, self._change)
+        self._count(out)
+        return out
+
+    def hide(self, hint: str) -> Variable:
+        var = self.fresh(hint)
+        self.hidden.add(var)
+        return var
+
+    def _term(self, node: Node) -> Node:
+        if isinstance(node, BNode):
+            var = self.blanks.get(node)
+            if var is None:
+                var = self.blanks[node] = self.hide("b")
+            return var
+        return node
+
+    def _change(self, node: Any) -> Any:
+        if isinstance(node, CompValue) and node.name == "BGP":
+            triples = [(self._term(s), p, self._term(o)) for s, p, o in node.triples]
+            if all(server_path(p) for _, p, _ in triples):
+                return copy_node(node, triples=triples)
+            return expand_bgp(triples, self.hide)
+        if isinstance(node, Path) or (isinstance(node, CompValue) and node.name == "ServiceGraphPattern"):
+            return node  # a SERVICE pattern is sent as written
+        return None
+
+    def _count(self, value: Any) -> None:
+        if isinstance(value, CompValue):
+            if value.name in ("BGP", "PathClosure"):
+                for var in set(maybe(value)):
+                    self.leaves[var] += 1
+            for key, v in value.items():
+                if not key.startswith("_"):
+                    self._count(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                self._count(v)

@@ -1,0 +1,606 @@
+"""From rdflib's algebra to the client's operators: the largest server pieces, and the rest here.
+
+A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
+`Remote` piece. Otherwise, by operator (docs/client.md has the request costs):
+
+- join: the client-side parts are evaluated and hash-joined; the server
+  parts, joined into one piece, are bind-joined to them (blocks of their
+  mappings shipped as VALUES); then property-path closures (from the ends
+  bound so far) and SERVICE calls;
+- OPTIONAL: OptJoin when the server evaluates both sides (one query), else a
+  BindLeftJoin when it evaluates the right side, else a hash left join;
+- MINUS: a bind anti-join when the server evaluates the right side and every
+  shared variable is bound by all its solutions, else a hash anti-join;
+- FILTER (NOT) EXISTS: the pattern with the rows' values injected into every
+  group (substitution), in blocks; a pattern the server does not evaluate is
+  planned and run per distinct row, its values substituted;
+- GRAPH ?g: a union over the named graphs, each piece run on its graph;
+- ORDER BY, DISTINCT, GROUP BY, aggregates, LIMIT/OFFSET, BIND and FILTER
+  of expressions the server lacks: client operators.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import Literal, Node, URIRef, Variable
+
+from quanta.client.budgets import Budgets
+from quanta.client.ops.aggregates import Aggregate
+from quanta.client.ops.base import Op, Row
+from quanta.client.ops.bind import BindFilter, BindJoin, BindLeftJoin, ExistsColumn, Ship
+from quanta.client.ops.exists import SubstitutedExists
+from quanta.client.ops.expr import ClientExpr, Extend, Filter, Generate
+from quanta.client.ops.graph import GraphUnion
+from quanta.client.ops.group import Group
+from quanta.client.ops.hashjoin import HashJoin
+from quanta.client.ops.local import Distinct, Project, Rows, Slice, Union
+from quanta.client.ops.optjoin import OptJoin
+from quanta.client.ops.order import OrderBy
+from quanta.client.ops.paths import End, PathJoin, Steps
+from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources
+from quanta.client.ops.service import ServiceCall, ServiceJoin
+from quanta.client.plan.algebra import certain, copy_node, maybe, member, rewrite
+from quanta.client.plan.scope import Scope, Slots
+from quanta.client.plan.serialize import Writer
+from quanta.client.transport import QueryError
+from quanta.sparql import fragment
+from quanta.sparql.errors import ErrorKind
+from quanta.sparql.terms import from_rdflib, skolem, to_rdflib
+
+TRUE = Literal(True)
+NON_DETERMINISTIC = {"Builtin_RAND": "RAND", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID"}
+
+
+@dataclass
+class Graphs:
+    """The active graph: one source, the merge of several, or none (an empty graph)."""
+
+    sources: list[Source]
+
+    @property
+    def single(self) -> Source | None:
+        return self.sources[0] if len(self.sources) == 1 else None
+
+
+@dataclass
+class Dataset:
+    default: Graphs
+    named: list[str]  # the IRIs GRAPH ranges over
+
+
+@dataclass
+class Planner:
+    slots: Slots
+    sources: Sources
+    dataset: Dataset
+    budgets: Budgets
+    services: set[str]
+    hidden: set[Variable]  # variables of the plan's own (never shown: SELECT *, COUNT(DISTINCT *))
+    droppable: set[Variable]  # hidden variables of one leaf alone (never projected by a piece)
+    base: str | None
+    now: str
+    prologue: str
+    strategy: str = "auto"  # OPTIONAL: "auto" (OptJoin when possible) or "bind" (BindLeftJoin only)
+    bnodes: str = field(default_factory=lambda: f"c{secrets.token_hex(4)}x")
+
+    # -- entry points --
+
+    def plan(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        source = graph.single
+        if source is not None and self.server(node):
+            return Remote(self.piece(node, scope, source))
+        method: Callable[[Any, Scope, Graphs], Op] | None = getattr(self, f"_{node.name}", None)
+        if method is None:
+            raise QueryError(ErrorKind.UNSUPPORTED_OPERATOR, f"the smart client does not know {node.name}")
+        return method(node, scope, graph)
+
+    def server(self, node: Any) -> bool:
+        """Whether the server evaluates this pattern (a bare VALUES is kept here: nothing to ask)."""
+        return node.name not in ("values", "ToMultiSet") and fragment.server_evaluates(node)
+
+    # -- server pieces --
+
+    def projection(self, node: Any) -> list[Variable]:
+        """What a piece projects: its variables, but the hidden ones used in it alone."""
+        variables = [v for v in maybe(node) if v not in self.droppable]
+        return sorted(variables, key=str)
+
+    def piece(
+        self,
+        node: Any,
+        scope: Scope,
+        source: Source,
+        *,
+        projection: list[Variable] | None = None,
+        extra: tuple[Variable, ...] = (),
+        having: Any = None,
+        inject: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Piece:
+        shown = [*(self.projection(node) if projection is None else projection), *extra]
+        writer = Writer(scope.name)
+
+        def render(values: str) -> str:
+            if inject:
+                return Writer(scope.name, values).select(node, shown, limit=limit, offset=offset)
+            return writer.select(node, shown, top=values, having=having, limit=limit, offset=offset)
+
+        slots = {scope.name(v): scope.slot(v) for v in shown}
+        maybe_slots = frozenset(scope.slot(v) for v in maybe(node) if v in shown) | {scope.slot(v) for v in extra}
+        certain_slots = frozenset(scope.slot(v) for v in certain(node) if v in shown)
+        return Piece(render, Columns(slots, self.slots, source), maybe_slots, certain_slots)
+
+    def ship(self, slots: list[int], scope: Scope, numbered: bool = False) -> Ship:
+        row = scope.fresh("r")
+        names = tuple(self.slots.names[s] for s in slots)
+        return Ship(tuple(slots), names, str(row), scope.slot(row), numbered)
+
+    # -- graph patterns --
+
+    def _BGP(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        if not node.triples:
+            return self.one()
+        if not graph.sources:
+            return Rows([], self.slots, frozenset(scope.slot(v) for v in maybe(node)))
+        # the merge of several graphs: each triple pattern on each graph, deduplicated, then joined
+        parts = [CompValue("BGP", triples=[t]) for t in node.triples]
+        op: Op | None = None
+        for part in parts:
+            scan = Distinct(Union([Remote(self.piece(part, scope, s)) for s in graph.sources]))
+            op = scan if op is None else HashJoin(op, scan, "join")
+        assert op is not None
+        return op
+
+    def _Join(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        parts = _flatten(node)
+        single = graph.single
+        server = [p for p in parts if single is not None and self.server(p)]
+        closures = [p for p in parts if p.name == "PathClosure"]
+        services = [p for p in parts if p.name == "ServiceGraphPattern"]
+        local = [p for p in parts if p not in server and p not in closures and p not in services]
+        left: Op | None = None
+        for part in local:
+            op = self.plan(part, scope, graph)
+            left = op if left is None else HashJoin(left, op, "join")
+        if server:
+            assert single is not None
+            whole = _join_all(server)
+            if left is None:
+                left = Remote(self.piece(whole, scope, single))
+            else:
+                left = self.bind_join(left, whole, scope, single)
+        while closures:
+            bound = left.maybe if left is not None else frozenset()
+            closure = next((c for c in closures if self._anchored(c, scope, bound)), closures[0])
+            closures.remove(closure)
+            left = self.path_join(left if left is not None else self.one(), closure, scope, graph)
+        for service in services:
+            left = self.service_join(left if left is not None else self.one(), service, scope)
+        return left if left is not None else self.one()
+
+    def bind_join(self, left: Op, node: Any, scope: Scope, source: Source) -> Op:
+        shared = sorted(left.maybe & {scope.slot(v) for v in maybe(node)})
+        if not shared:
+            return HashJoin(left, Remote(self.piece(node, scope, source)), "join")
+        ship = self.ship(shared, scope)
+        piece = self.piece(node, scope, source, extra=(Variable(ship.row_name),))
+        return BindJoin(left, piece, ship)
+
+    def _anchored(self, closure: Any, scope: Scope, bound: frozenset[int]) -> bool:
+        ends = (closure.subject, closure.object)
+        return any(not isinstance(e, Variable) or scope.slot(e) in bound for e in ends)
+
+    def _LeftJoin(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        a, b = node.p1, node.p2
+        expr = member(node, "expr")
+        if expr is not None and getattr(expr, "name", None) == "TrueFilter":
+            expr = None
+        source = graph.single
+        shippable = expr is None or not fragment.refusals(expr)
+        if source is not None and self.server(a) and self.server(b) and shippable and self.strategy != "bind":
+            op = self.opt_join(a, b, expr, scope, source)
+            if op is not None:
+                return op
+        left = self.plan(a, scope, graph)
+        keep = None
+        if expr is not None and not shippable:
+            keep = self.condition(expr, scope)
+        if source is not None and self.server(b):
+            right_vars = {scope.slot(v) for v in maybe(b)}
+            expr_vars = {scope.slot(v) for v in _expr_variables(expr)} if expr is not None and shippable else set()
+            shared = sorted(left.maybe & (right_vars | expr_vars))
+            if shared:
+                ship = self.ship(shared, scope)
+                having = expr if shippable else None
+                piece = self.piece(b, scope, source, extra=(Variable(ship.row_name),), having=having)
+                return BindLeftJoin(left, piece, ship, keep)
+            if shippable and expr is not None:
+                keep = self.condition(expr, scope)
+            return HashJoin(left, Remote(self.piece(b, scope, source)), "left", keep)
+        if shippable and expr is not None:
+            keep = self.condition(expr, scope)
+        return HashJoin(left, self.plan(b, scope, graph), "left", keep)
+
+    def opt_join(self, a: Any, b: Any, expr: Any, scope: Scope, source: Source) -> Op | None:
+        """OptJoin, when each row of A is told by its values: no variable that
+        A may leave unbound is one B binds."""
+        if (maybe(a) - certain(a)) & maybe(b):
+            return None
+        tag = scope.fresh("t")
+        joined: Any = CompValue("Join", p1=a, p2=b)
+        if expr is not None:
+            joined = CompValue("Filter", expr=expr, p=joined)
+        union = CompValue("Union", p1=CompValue("Extend", p=a, var=tag, expr=TRUE), p2=joined)
+        key = self.projection(a)
+        shown = sorted(set(key) | set(self.projection(b)), key=str)
+        piece = self.piece(union, scope, source, projection=shown, extra=(tag,))
+        certain_slots = frozenset(scope.slot(v) for v in certain(a))
+        return OptJoin(piece, [scope.slot(v) for v in key], scope.slot(tag), self.slots, certain_slots)
+
+    def _Minus(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        left = self.plan(node.p1, scope, graph)
+        b = node.p2
+        right_vars = {scope.slot(v) for v in maybe(b)}
+        shared = sorted(left.maybe & right_vars)
+        if not shared:
+            return left  # no shared variable: MINUS removes nothing
+        source = graph.single
+        if source is not None and self.server(b) and set(shared) <= {scope.slot(v) for v in certain(b)}:
+            ship = self.ship(shared, scope, numbered=True)
+            piece = self.piece(b, scope, source, projection=[], extra=(Variable(ship.row_name),))
+            return BindFilter(left, piece, ship, negated=True, name="BindMinus", keep_unbound=True)
+        return HashJoin(left, self.plan(b, scope, graph), "minus")
+
+    def _Filter(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        child = self.plan(node.p, scope, graph)
+        conjuncts = _conjuncts(node.expr)
+        tests: list[Any] = []
+        for c in conjuncts:
+            name = getattr(c, "name", None)
+            if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS") and graph.single is not None and self.server(c.graph):
+                if tests:
+                    child = self.filter(child, tests, scope, graph)
+                    tests = []
+                child = self.exists_filter(child, c.graph, scope, graph.single, negated=name == "Builtin_NOTEXISTS")
+            elif name != "TrueFilter":
+                tests.append(c)
+        return self.filter(child, tests, scope, graph) if tests else child
+
+    def filter(self, child: Op, tests: list[Any], scope: Scope, graph: Graphs) -> Op:
+        compiled = []
+        for test in tests:
+            child, rewritten = self.client_expr(test, scope, graph, child)
+            compiled.append(self.compile(rewritten, scope))
+        return Filter(child, compiled)
+
+    def exists_filter(self, child: Op, pattern: Any, scope: Scope, source: Source, negated: bool) -> Op:
+        ship = self.ship(sorted(child.maybe & {scope.slot(v) for v in _all_vars(pattern)}), scope, numbered=True)
+        piece = self.piece(pattern, scope, source, projection=[], extra=(Variable(ship.row_name),), inject=True)
+        return BindFilter(child, piece, ship, negated=negated, name="NotExists" if negated else "Exists")
+
+    def _Extend(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        child = self.plan(node.p, scope, graph)
+        child, expr = self.client_expr(node.expr, scope, graph, child)
+        return Extend(child, scope.slot(node.var), self.compile(expr, scope))
+
+    def _Union(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return Union([self.plan(b, scope, graph) for b in _branches(node)])
+
+    def _values(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        variables = sorted(maybe(node), key=str)
+        rows = [
+            {scope.slot(v): from_rdflib(t) for v in variables if (t := res.get(v)) is not None and t != "UNDEF"}
+            for res in node.res
+        ]
+        return Rows(rows, self.slots, frozenset(scope.slot(v) for v in variables))
+
+    def _ToMultiSet(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return self.plan(node.p, scope, graph)
+
+    def _Graph(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        term = node.term
+        if isinstance(term, Variable):
+            slot = scope.slot(term)
+            branches = [(g, self.plan(node.p, scope, Graphs([self.sources.get(g)]))) for g in self.dataset.named]
+            if not branches:
+                return Rows([], self.slots, frozenset({slot}) | {scope.slot(v) for v in maybe(node.p)})
+            return GraphUnion(branches, slot)
+        iri = from_rdflib(term)
+        if iri not in self.dataset.named:  # SPARQL: a graph the dataset lacks matches nothing
+            return Rows([], self.slots, frozenset(scope.slot(v) for v in maybe(node.p)))
+        return self.plan(node.p, scope, Graphs([self.sources.get(iri)]))
+
+    def _PathClosure(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return self.path_join(self.one(), node, scope, graph)
+
+    def path_join(self, left: Op, node: Any, scope: Scope, graph: Graphs) -> Op:
+        """Every operator a closure's steps need is planned here, once (slots
+        are all given before the query runs); at run time they are only combined."""
+        a, b = self.hidden_var(scope, "a"), self.hidden_var(scope, "z")
+        from quanta.client.plan.paths import expand
+
+        step = expand(a, node.path, b, lambda hint: self.hidden_var(scope, hint))
+        slot_a, slot_b = scope.slot(a), scope.slot(b)
+        single = graph.single
+        every_step = self.plan(step, scope, graph)
+        bind: dict[bool, tuple[Piece, Ship]] = {}
+        if single is not None and self.server(step):
+            for forward in (True, False):
+                ship = self.ship([slot_a if forward else slot_b], scope)
+                piece = self.piece(step, scope, single, projection=[a, b], extra=(Variable(ship.row_name),))
+                bind[forward] = (piece, ship)
+
+        def make(rows: list[Row], forward: bool) -> Op:
+            if not rows:
+                return every_step
+            start = Rows([{slot_a if forward else slot_b: r[slot_a if forward else slot_b] or ""} for r in rows],
+                         self.slots, frozenset({slot_a if forward else slot_b}))  # fmt: skip
+            if forward in bind:
+                piece, ship = bind[forward]
+                return BindJoin(start, piece, ship)
+            return HashJoin(start, every_step, "join")
+
+        nodes = self.plan(CompValue("BGP", triples=[(a, self.hidden_var(scope, "p"), b)]), scope, graph)
+        steps = Steps(make, slot_a, slot_b, self.slots)
+        return PathJoin(left, self.end(node.subject, scope), self.end(node.object, scope), str(node.mod), steps, nodes)
+
+    def end(self, node: Node, scope: Scope) -> End:
+        return End(slot=scope.slot(node)) if isinstance(node, Variable) else End(term=from_rdflib(node))
+
+    def hidden_var(self, scope: Scope, hint: str) -> Variable:
+        var = scope.fresh(hint)
+        self.hidden.add(var)
+        return var
+
+    def _ServiceGraphPattern(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return self.service_join(self.one(), node, scope)
+
+    def service_join(self, left: Op, node: Any, scope: Scope) -> Op:
+        text = str(node.service_string)
+        group = text[text.index("{") :]
+        variables = sorted(set(_all_vars(node.graph)), key=str)
+        term = node.term
+        call = ServiceCall(
+            endpoint=None if isinstance(term, Variable) else from_rdflib(term),
+            endpoint_slot=scope.slot(term) if isinstance(term, Variable) else None,
+            group=group,
+            prologue=self.prologue,
+            slots={str(v): scope.slot(v) for v in variables},
+            silent=bool(member(node, "silent")),
+            row_name=str(scope.fresh("r")),
+        )
+        return ServiceJoin(left, call, self.slots, frozenset(scope.slot(v) for v in variables))
+
+    # -- solution modifiers and subqueries --
+
+    def _Project(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        variables = [v for v in node.PV if isinstance(v, Variable)]
+        inner = scope.child(variables)
+        source = graph.single
+        if source is not None and not fragment.select_refusals(node):
+            return Remote(self.piece(node.p, inner, source, projection=variables))
+        child = self.plan(node.p, inner, graph)
+        return Project(child, [scope.slot(v) for v in variables], self.slots)
+
+    def _Slice(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        offset, limit = node.start or 0, member(node, "length")
+        inner = node.p
+        source = graph.single
+        if source is not None and inner.name == "Project" and not fragment.select_refusals(node):
+            variables = [v for v in inner.PV if isinstance(v, Variable)]
+            child_scope = scope.child(variables)
+            piece = self.piece(inner.p, child_scope, source, projection=variables, limit=limit, offset=offset)
+            return Remote(piece)
+        if limit is not None and inner.name == "Project" and inner.p.name == "OrderBy":
+            variables = [v for v in inner.PV if isinstance(v, Variable)]
+            child_scope = scope.child(variables)
+            ordered = self.order_by(inner.p, child_scope, graph, top=offset + limit)
+            child: Op = Project(ordered, [scope.slot(v) for v in variables], self.slots)
+        else:
+            child = self.plan(inner, scope, graph)
+        return Slice(child, offset, limit)
+
+    def _Distinct(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return Distinct(self.plan(node.p, scope, graph))
+
+    def _Reduced(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return self.plan(node.p, scope, graph)  # REDUCED allows every duplicate to stay
+
+    def _OrderBy(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        return self.order_by(node, scope, graph, top=None)
+
+    def order_by(self, node: Any, scope: Scope, graph: Graphs, top: int | None) -> Op:
+        child = self.plan(node.p, scope, graph)
+        conditions: list[tuple[int, bool]] = []
+        for condition in node.expr:
+            expr = (
+                condition.expr if isinstance(condition, CompValue) and condition.name == "OrderCondition" else condition
+            )
+            descending = isinstance(condition, CompValue) and member(condition, "order") == "DESC"
+            if isinstance(expr, Variable):
+                conditions.append((scope.slot(expr), descending))
+                continue
+            key = self.hidden_var(scope, "k")
+            child, rewritten = self.client_expr(expr, scope, graph, child)
+            child = Extend(child, scope.slot(key), self.compile(rewritten, scope))
+            conditions.append((scope.slot(key), descending))
+        return OrderBy(child, conditions, top)
+
+    def _AggregateJoin(self, node: Any, scope: Scope, graph: Graphs) -> Op:
+        group = node.p
+        child = self.plan(group.p, scope, graph)
+        visible = sorted(s for s in child.maybe if self.slots.names[s] not in {str(h) for h in self.hidden})
+        keys: list[int] = []
+        bound: list[int] = []
+        for expr in member(group, "expr") or []:
+            if isinstance(expr, Variable):
+                keys.append(scope.slot(expr))
+                bound.append(scope.slot(expr))
+                continue
+            key = self.hidden_var(scope, "g")
+            child, rewritten = self.client_expr(expr, scope, graph, child)
+            child = Extend(child, scope.slot(key), self.compile(rewritten, scope))
+            keys.append(scope.slot(key))
+        aggregates = []
+        for a in node.A:
+            kind = a.name.removeprefix("Aggregate_")
+            arg = member(a, "vars")
+            compiled = None
+            if arg != "*":
+                child, rewritten = self.client_expr(arg, scope, graph, child)
+                compiled = self.compile(rewritten, scope)
+            separator = member(a, "separator")
+            aggregates.append(
+                Aggregate(
+                    kind,
+                    compiled,
+                    bool(member(a, "distinct")),
+                    scope.slot(a.res),
+                    " " if separator is None else str(separator),
+                    visible,
+                )
+            )
+        return Group(child, keys, bound, aggregates, self.slots)
+
+    # -- expressions --
+
+    def compile(self, expr: Any, scope: Scope) -> ClientExpr:
+        return ClientExpr(expr, lambda v: scope.of.get(v), self.slots, self.base)
+
+    def condition(self, expr: Any, scope: Scope) -> Callable[[Row], bool]:
+        """An OPTIONAL's condition, on merged rows (no EXISTS inside: see client_expr)."""
+        if _has(expr, ("Builtin_EXISTS", "Builtin_NOTEXISTS")):
+            raise QueryError(ErrorKind.UNSUPPORTED_OPERATOR, "EXISTS in an OPTIONAL's FILTER", operator="EXISTS")
+        rewritten = rewrite(expr, self._constant_change)
+        test = self.compile(rewritten, scope)
+        return test.test
+
+    def _constant_change(self, node: Any) -> Any:
+        if isinstance(node, CompValue) and node.name == "Builtin_NOW":
+            return Literal(self.now[1 : self.now.rindex('"')], datatype=URIRef(_XSD_DATETIME))
+        return None
+
+    def client_expr(self, expr: Any, scope: Scope, graph: Graphs, child: Op) -> tuple[Op, Any]:
+        """`expr` with what the expression compiler lacks made hidden variables,
+        and `child` with the operators that bind them."""
+        generated: list[tuple[int, str]] = []
+        exists: list[tuple[Variable, Any]] = []
+
+        def change(node: Any) -> Any:
+            if not isinstance(node, CompValue):
+                return None
+            name = node.name
+            if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+                var = self.hidden_var(scope, "e")
+                exists.append((var, node.graph))
+                return var if name == "Builtin_EXISTS" else CompValue("UnaryNot", expr=var)
+            if name == "Builtin_NOW":
+                return self._constant_change(node)
+            if name in NON_DETERMINISTIC or (name == "Builtin_BNODE" and member(node, "arg") is None):
+                var = self.hidden_var(scope, "n")
+                generated.append((scope.slot(var), NON_DETERMINISTIC.get(name, "BNODE")))
+                return var
+            if name == "Function" and fragment.refusal(node) is not None:
+                var = self.hidden_var(scope, "f")  # an unknown function: an error, always
+                generated.append((scope.slot(var), "unbound"))
+                return var
+            return None
+
+        rewritten = rewrite(expr, change)
+        for var, pattern in exists:
+            child = self.exists_column(child, pattern, scope, graph, scope.slot(var))
+        if generated:
+            child = Generate(child, generated, self.bnodes)
+        return child, rewritten
+
+    def exists_column(self, child: Op, pattern: Any, scope: Scope, graph: Graphs, slot: int) -> Op:
+        source = graph.single
+        pattern_slots = {scope.slot(v) for v in _all_vars(pattern)}
+        if source is not None and self.server(pattern):
+            ship = self.ship(sorted(child.maybe & pattern_slots), scope, numbered=True)
+            piece = self.piece(pattern, scope, source, projection=[], extra=(Variable(ship.row_name),), inject=True)
+            return ExistsColumn(child, piece, ship, slot)
+        slots = sorted(child.maybe & pattern_slots)
+        variables = {scope.slot(v): v for v in _all_vars(pattern)}
+
+        def substitute(values: tuple[tuple[int, str], ...]) -> Op:
+            bound = {variables[s]: to_node(term) for s, term in values}
+            substituted = rewrite(pattern, lambda n: bound.get(n) if isinstance(n, Variable) else None)
+            planner = replace(self, slots=Slots(self.slots.taken), hidden=set(self.hidden))
+            return planner.plan(substituted, Scope(planner.slots), graph)
+
+        return SubstitutedExists(child, slots, slot, substitute)
+
+    # -- helpers --
+
+    def one(self) -> Op:
+        """The pattern with one empty solution ({})."""
+        return Rows([{}], self.slots)
+
+
+_XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
+
+
+def to_node(term: str) -> Node:
+    """A term as a constant of a pattern (a blank node of the data by the IRI that names it)."""
+    return URIRef(skolem(term)) if term.startswith("_:") else to_rdflib(term)
+
+
+def _flatten(node: Any) -> list[Any]:
+    if node.name == "Join":
+        return _flatten(node.p1) + _flatten(node.p2)
+    return [node]
+
+
+def _join_all(parts: list[Any]) -> Any:
+    node = parts[0]
+    for part in parts[1:]:
+        node = CompValue("Join", p1=node, p2=part)
+    return node
+
+
+def _branches(node: Any) -> list[Any]:
+    if node.name == "Union":
+        return _branches(node.p1) + _branches(node.p2)
+    return [node]
+
+
+def _conjuncts(expr: Any) -> list[Any]:
+    if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
+        return [c for part in [expr.expr, *(expr.other or ())] for c in _conjuncts(part)]
+    return [expr]
+
+
+def _expr_variables(expr: Any) -> set[Variable]:
+    from quanta.client.plan.algebra import all_variables
+
+    return set(all_variables(expr))
+
+
+def _all_vars(node: Any) -> list[Variable]:
+    from quanta.client.plan.algebra import all_variables
+
+    return list(dict.fromkeys(all_variables(node)))
+
+
+def _has(expr: Any, names: tuple[str, ...]) -> bool:
+    found = False
+
+    def look(node: Any) -> Any:
+        nonlocal found
+        if isinstance(node, CompValue) and node.name in names:
+            found = True
+            return node
+        return None
+
+    rewrite(expr, look)
+    return found
+
+
+__all__ = ["Dataset", "Graphs", "Planner", "copy_node"]

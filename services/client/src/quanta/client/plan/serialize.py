@@ -1,0 +1,186 @@
+"""SPARQL text for the server: a server-fragment piece of the algebra, written back.
+
+Each algebra node is written so that its group means exactly the node:
+FILTER applies to the group it closes, BIND to the group before it, so the
+children of a FILTER or BIND that are not plain triples get braces of their
+own. `inject` (VALUES text) is put at the start of every group: that is how
+the rows of a bind join reach every FILTER and BIND of the piece, i.e.
+EXISTS's substitution semantics (a FILTER inside sees the outer values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rdflib.paths import InvPath, Path, SequencePath
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import BNode, Literal, Node, URIRef, Variable
+
+from quanta.sparql.expressions import parameters
+from quanta.sparql.terms import RDF_LANGSTRING, SKOLEM_PREFIX, from_rdflib, iri_ref, nt_term, skolem
+
+RDF_NIL = URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
+_OPERATORS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
+_UNARY = {"UnaryNot": "!", "UnaryMinus": "-", "UnaryPlus": "+"}
+
+
+def value_text(term: str | None) -> str:
+    """A dictionary-syntax term (or None: UNDEF) as SPARQL text, for VALUES."""
+    if term is None:
+        return "UNDEF"
+    if term.startswith("_:"):
+        return iri_ref(skolem(term))
+    if term.startswith('"') and term.endswith(f"^^<{RDF_LANGSTRING}>"):
+        return "UNDEF"  # not a valid term without a language tag; never in data
+    return nt_term(term)
+
+
+def values_clause(names: Sequence[str], rows: Sequence[Sequence[str | None]]) -> str:
+    """`VALUES (?a ?b) { (<x> UNDEF) ... }`."""
+    head = " ".join(f"?{n}" for n in names)
+    body = " ".join("(" + " ".join(value_text(t) for t in row) + ")" for row in rows)
+    return f"VALUES ({head}) {{ {body} }}"
+
+
+class Writer:
+    """Writes pieces with variables named by `name` (the slots' names)."""
+
+    def __init__(self, name: Callable[[Variable], str], inject: str = "") -> None:
+        self.name = name
+        self.inject = inject
+
+    # -- whole queries --
+
+    def select(
+        self,
+        pattern: Any,
+        projection: Sequence[Variable],
+        *,
+        top: str = "",
+        having: Any = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> str:
+        """`SELECT projection WHERE { top {pattern} FILTER(having) }`: `top`
+        (a bind join's VALUES) joins the pattern as a whole; `having` filters
+        the join (an OPTIONAL's condition sees both sides)."""
+        head = " ".join(f"?{self.name(v)}" for v in projection) or "*"
+        if top or having is not None:
+            body = f"{self.inject} {top} {self.group(pattern)}"
+            if having is not None:
+                body += f" FILTER({self.expr(having)})"
+        else:
+            body = f"{self.inject} {self.elements(pattern)}"
+        text = f"SELECT {head} WHERE {{ {body.strip()} }}"
+        if limit is not None:
+            text += f" LIMIT {limit}"
+        if offset:
+            text += f" OFFSET {offset}"
+        return text
+
+    # -- graph patterns --
+
+    def group(self, node: Any) -> str:
+        return "{ " + f"{self.inject} {self.elements(node)}".strip() + " }"
+
+    def elements(self, node: Any) -> str:
+        """The node as the contents of a group."""
+        name = node.name
+        if name == "BGP":
+            return " ".join(self.triple(t) for t in node.triples)
+        if name == "Join":
+            return f"{self.part(node.p1)} {self.part(node.p2)}"
+        if name == "Union":
+            return f"{self.group(node.p1)} UNION {self.group(node.p2)}"
+        if name == "Filter":
+            inner = self.elements(node.p) if node.p.name in ("BGP", "Join") else self.group(node.p)
+            return f"{inner} FILTER({self.expr(node.expr)})"
+        if name == "Extend":
+            inner = self.elements(node.p) if node.p.name in ("BGP", "Join") else self.group(node.p)
+            return f"{inner} BIND({self.expr(node.expr)} AS ?{self.name(node.var)})"
+        if name == "ToMultiSet":
+            return self.elements(node.p)
+        if name == "values":
+            return self.values(node)
+        raise ValueError(f"{name} is not in the server fragment")
+
+    def part(self, node: Any) -> str:
+        """A child of a join: triples and joins inline, anything else grouped."""
+        return self.elements(node) if node.name in ("BGP", "Join") else self.group(node)
+
+    def values(self, node: Any) -> str:
+        variables: list[Variable] = []
+        for row in node.res:
+            variables += [v for v in row if v not in variables]
+        rows = [[self.term_or_undef(row.get(v)) for v in variables] for row in node.res]
+        head = " ".join(f"?{self.name(v)}" for v in variables)
+        body = " ".join("(" + " ".join(r) + ")" for r in rows)
+        return f"VALUES ({head}) {{ {body} }}"
+
+    def term_or_undef(self, node: Any) -> str:
+        return "UNDEF" if node is None or node == "UNDEF" else self.term(node)
+
+    def triple(self, triple: tuple[Node, Any, Node]) -> str:
+        s, p, o = triple
+        return f"{self.term(s)} {self.path(p)} {self.term(o)} ."
+
+    def path(self, path: Any) -> str:
+        if isinstance(path, InvPath):
+            return f"^({self.path(path.arg)})"
+        if isinstance(path, SequencePath):
+            return "(" + "/".join(self.path(step) for step in path.args) + ")"
+        if isinstance(path, Path):
+            raise ValueError(f"path {path} is not in the server fragment")
+        return self.term(path)
+
+    def term(self, node: Any) -> str:
+        if isinstance(node, Variable):
+            return f"?{self.name(node)}"
+        if isinstance(node, BNode):
+            raise ValueError("blank nodes of patterns are variables by now")
+        if isinstance(node, URIRef) and node.startswith(SKOLEM_PREFIX):
+            return iri_ref(str(node))  # a blank node of the data, named (not a variable)
+        if isinstance(node, URIRef | Literal):
+            return nt_term(from_rdflib(node))
+        raise ValueError(f"not a term: {node!r}")
+
+    # -- expressions --
+
+    def expr(self, e: Any) -> str:
+        if not isinstance(e, CompValue):
+            return self.term(e)
+        name = e.name
+        if name in _OPERATORS:
+            return "(" + f" {_OPERATORS[name]} ".join(self.expr(x) for x in [e.expr, *(e.other or ())]) + ")"
+        if name == "RelationalExpression":
+            if e.op in ("IN", "NOT IN"):
+                options = ", ".join(self.expr(x) for x in _list(e.other))
+                return f"({self.expr(e.expr)} {e.op} ({options}))"
+            return f"({self.expr(e.expr)} {e.op} {self.expr(e.other)})"
+        if name in ("AdditiveExpression", "MultiplicativeExpression"):
+            text = self.expr(e.expr)
+            for op, operand in zip(e.op or (), e.other or (), strict=True):
+                text = f"({text} {op} {self.expr(operand)})"
+            return text
+        if name in _UNARY:
+            return f"({_UNARY[name]}{self.expr(e.expr)})"
+        if name == "TrueFilter":
+            return "true"
+        if name == "Function":
+            return f"{iri_ref(str(e.iri))}({', '.join(self.expr(a) for a in _list(dict.get(e, 'expr')))})"
+        if name.startswith("Builtin_"):
+            builtin = name.removeprefix("Builtin_")
+            if builtin in ("CONCAT", "COALESCE"):
+                return f"{builtin}({', '.join(self.expr(a) for a in _list(e.arg))})"
+            params = parameters(builtin) or ()
+            args = [dict.get(e, p.rstrip("?")) for p in params]
+            shown = [self.expr(a) for p, a in zip(params, args, strict=True) if a is not None or not p.endswith("?")]
+            return f"{builtin}({', '.join(shown)})"
+        raise ValueError(f"expression {name} is not in the server fragment")
+
+
+def _list(value: Any) -> list[Any]:
+    if value is None or (isinstance(value, URIRef) and value == RDF_NIL):
+        return []
+    return list(value)
