@@ -348,3 +348,29 @@ def test_metrics_count_queries_quanta_and_bytes(endpoint: httpx.Client) -> None:
     assert _metric(endpoint, 'quanta_sparql_quanta_total{status="ok"}') > before[1] + 20
     assert _metric(endpoint, 'quanta_sparql_streamed_bytes_total{format="tsv"}') == sent + len(body.content)
     assert _metric(endpoint, "quanta_sparql_first_result_seconds_count") >= 1
+
+
+# -- SERVICE --
+
+FEDERATED = f"""SELECT ?s ?o ?price WHERE {{
+  ?s <{WSDBM}likes> ?o .
+  SERVICE <REMOTE> {{ ?o <http://purl.org/goodrelations/price> ?price }}
+}}"""
+
+
+def test_service_is_refused_without_an_allowlist(service: SparqlService, endpoint: httpx.Client) -> None:
+    before = service.tasks_queued()
+    query = FEDERATED.replace("REMOTE", "http://example.org/sparql")
+    response = endpoint.get("/sparql/watdiv", params={"query": query})
+    assert problem(response, 403, "service-not-allowed")
+    assert service.tasks_queued() == before, "nothing runs for a refused query"
+
+
+def test_an_allowlisted_service_is_joined(service: SparqlService, endpoint: httpx.Client, store: ox.Store) -> None:
+    """The remote endpoint is another dataset's /sparql, on another gateway: a real SPARQL endpoint over HTTP."""
+    remote = str(endpoint.base_url).rstrip("/") + "/sparql/other"
+    federated = service.gateway(service_allowlist=remote)
+    response = federated.get("/sparql/watdiv", params={"query": FEDERATED.replace("REMOTE", remote)})
+    assert response.status_code == 200, response.text
+    local = FEDERATED.replace("SERVICE <REMOTE>", "")
+    assert solutions(response.content, "application/sparql-results+json") == expected(store, local)
