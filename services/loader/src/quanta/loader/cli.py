@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -22,7 +23,7 @@ log = logging.getLogger("quanta.loader")
 
 
 class _JsonLines(logging.Formatter):
-    """Not on a terminal (a Kubernetes Job): one JSON object per line, as every role logs
+    """`--log-format json` (a Kubernetes Job): one JSON object per line, as every role logs
     (quanta.common.logs; the loader does not depend on quanta-common)."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -70,6 +71,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="refuse, before reading, inputs predicted to need more memory than this (e.g. 2G, 512M); "
         "also stops a load that exceeds it (default: the available memory)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("QUANTA_LOG_FORMAT") or "text",
+        help="text (default): a progress line on a terminal, `quanta load: ...` lines otherwise; "
+        "json: skipped statements and errors as JSON lines on stderr, for a log collector "
+        "(default from QUANTA_LOG_FORMAT; the chart's loader Job sets json)",
+    )
 
 
 def _size(text: str) -> int:
@@ -88,37 +97,44 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 class JsonSkipReporter(SkipReporter):
-    """Not on a terminal (a Kubernetes Job): each skipped statement is one JSON log record."""
+    """`--log-format json` (a Kubernetes Job): each skipped statement is one JSON log record."""
 
     def skipped(self, problem: Problem) -> None:
         log.warning("skipped a malformed statement", extra={"fields": {"problem": problem.__dict__}})
 
 
 def run(args: argparse.Namespace) -> int:
-    interactive = sys.stderr.isatty()
-    if not interactive:
+    """Text for a person (a progress line on a terminal; in a pipeline, plain `quanta load:` lines
+    a person reads in a file), JSON lines for a log collector only when asked (`--log-format json`)."""
+    as_json = args.log_format == "json"
+    listener: ProgressBar | SkipReporter
+    if as_json:
         _json_logging()
-    listener = ProgressBar() if interactive else JsonSkipReporter()
+        listener = JsonSkipReporter()
+    elif sys.stderr.isatty():
+        listener = ProgressBar()
+    else:
+        listener = SkipReporter()
     options = Options(output=args.output, base_uri=args.base_uri, on_error=args.on_error, max_memory=args.max_memory)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         summary = load(args.inputs, options, listener)
     except LoadError as e:
         _clear(listener)
-        if interactive:
-            print(f"quanta load: error: {e}", file=sys.stderr)
-        else:
+        if as_json:
             log.error("load failed", extra={"fields": {"error": str(e), "exit_status": e.exit_code}})
+        else:
+            print(f"quanta load: error: {e}", file=sys.stderr)
         if not sys.stdout.isatty():
             problem = e.problem.__dict__ if e.problem else None
             print(json.dumps({"error": {"message": str(e), "statement": problem, "exit_status": e.exit_code}}))
         return e.exit_code
     except (KeyboardInterrupt, Interrupted):
         _clear(listener)
-        if interactive:
-            print("quanta load: interrupted; no output written", file=sys.stderr)
-        else:
+        if as_json:
             log.error("interrupted; no output written")
+        else:
+            print("quanta load: interrupted; no output written", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
