@@ -23,7 +23,7 @@ from types import TracebackType
 from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
 from quanta.client.plan.context import Context
 from quanta.client.plan.query import QueryPlan, plan_query
-from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, Retry
+from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
 from quanta.client.transport import QueryError, Row, Transport
 from quanta.sparql.errors import ErrorKind
@@ -65,10 +65,14 @@ class SmartClient:
         self.on_request = on_request
         self.retry = retry
 
-    async def prepare(self, query: str, dataset: DatasetSpec | str, *, name: str | None = None) -> Execution:
-        """Parse and plan `query`; raise QueryError for anything known before running it."""
+    async def prepare(
+        self, query: str, dataset: DatasetSpec | str, *, name: str | None = None, on_request: OnRequest | None = None
+    ) -> Execution:
+        """Parse and plan `query`; raise QueryError for anything known before running it.
+        `on_request`: this query's own hook (a progress display, say), called after the client's."""
         spec = DatasetSpec(dataset) if isinstance(dataset, str) else dataset
-        requester = Requester(self.transport, name=name or "query", on_request=self.on_request, retry=self.retry)
+        hook = _both(self.on_request, on_request)
+        requester = Requester(self.transport, name=name or "query", on_request=hook, retry=self.retry)
         context = Context(requester, spec.name, self.budgets, self.services)
         try:
             plan = await plan_query(query, spec, context, self.transport, strategy=self.optional)
@@ -76,6 +80,17 @@ class SmartClient:
             context.close()
             raise
         return Execution(plan, context)
+
+
+def _both(first: OnRequest | None, second: OnRequest | None) -> OnRequest | None:
+    if first is None or second is None:
+        return first or second
+
+    def both(event: RequestEvent) -> None:
+        first(event)
+        second(event)
+
+    return both
 
 
 class Execution:
