@@ -192,3 +192,13 @@ def test_every_format_writes_an_empty_graph(fmt: str) -> None:
 def test_rdfxml_refuses_a_predicate_without_an_xml_name() -> None:
     with pytest.raises(ValueError, match="does not end with an XML name"):
         write_graph("rdfxml", [(f"{EX}s", f"{EX}1", f"{EX}o")])
+
+
+def test_csv_rows_are_what_the_csv_module_writes() -> None:
+    rows: list[Row] = [*ROWS, (None,) * 3, ('"a,b"', '"say ""hi"""', '"x\r\ny"')]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerows([["" if t is None else plain_term(t) for t in r] for r in rows])
+    assert writer("csv").rows(rows) == out.getvalue()
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerow([""])
+    assert writer("csv").rows([(None,)]) == out.getvalue() == '""\r\n'

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's string encoder (C)
@@ -199,6 +200,16 @@ def plain_term(term: str) -> str:
     return split_literal(term)[0] if term.startswith('"') else term
 
 
+_CSV_QUOTED = re.compile(r'[,"\r\n]')
+
+
+@lru_cache(maxsize=65536)
+def _csv_cell(term: str) -> str:
+    """A term as a CSV cell, quoted as the csv module quotes (QUOTE_MINIMAL); cached: pages repeat terms."""
+    text = plain_term(term)
+    return '"' + text.replace('"', '""') + '"' if _CSV_QUOTED.search(text) else text
+
+
 class Csv:
     media_type = FORMATS["csv"]
 
@@ -211,17 +222,19 @@ class Csv:
         return self._line(variables)
 
     def rows(self, rows: Iterable[Row]) -> str:
-        out = io.StringIO()
-        lines = csv.writer(out, lineterminator="\r\n")
-        for row in rows:
-            lines.writerow(["" if t is None else plain_term(t) for t in row])
-        return out.getvalue()
+        cell = _csv_cell
+        lines = [",".join(["" if t is None else cell(t) for t in row]) for row in rows]
+        # The csv module writes a lone empty cell as "" (an empty line would be no row at all).
+        return "".join(line + "\r\n" if line else '""\r\n' for line in lines)
 
     def end(self) -> str:
         return ""
 
     def boolean(self, value: bool) -> str:
         return self._line(["_askResult"]) + self._line(["true" if value else "false"])
+
+
+_tsv_term = lru_cache(maxsize=65536)(nt_term)  # pages repeat terms
 
 
 class Tsv:
@@ -231,7 +244,8 @@ class Tsv:
         return "\t".join(f"?{v}" for v in variables) + "\n"
 
     def rows(self, rows: Iterable[Row]) -> str:
-        return "".join("\t".join("" if t is None else nt_term(t) for t in row) + "\n" for row in rows)
+        term = _tsv_term
+        return "".join("\t".join(["" if t is None else term(t) for t in row]) + "\n" for row in rows)
 
     def end(self) -> str:
         return ""
