@@ -1,4 +1,4 @@
-"""The catalog: which dataset /sparql serves."""
+"""The catalog: which dataset /sparql serves, and the query page's examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from quanta.common.catalog import CatalogError, default_dataset, load_catalog, parse_catalog, write_catalog
+from quanta.common.catalog import (
+    CatalogError,
+    Example,
+    default_dataset,
+    load_catalog,
+    parse_catalog,
+    single_dataset_catalog,
+    write_catalog,
+)
 
 
 def test_the_default_dataset_is_the_marked_one_else_the_first(tmp_path: Path) -> None:
@@ -21,3 +29,26 @@ def test_the_default_dataset_is_the_marked_one_else_the_first(tmp_path: Path) ->
 def test_one_default_at_most(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="several datasets marked default"):
         parse_catalog({"a": {"path": "a", "default": True}, "b": {"path": "b", "default": True}}, base=tmp_path)
+
+
+def test_examples_in_a_file_or_in_the_catalog_and_back(tmp_path: Path) -> None:
+    (tmp_path / "a.examples.toml").write_text('[[example]]\nname = "one"\nquery = """SELECT *\nWHERE {}"""\n')
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(
+        '[datasets.a]\npath = "a.hdt"\nexamples = "a.examples.toml"\n'
+        '[datasets.b]\npath = "b.hdt"\n[[datasets.b.examples]]\nname = "two"\nquery = "ASK {}"\n'
+    )
+    datasets = load_catalog(catalog)
+    assert datasets["a"].examples == (Example("one", "SELECT *\nWHERE {}"),)
+    assert datasets["b"].examples == (Example("two", "ASK {}"),)
+    write_catalog(datasets, tmp_path / "written.toml")
+    assert load_catalog(tmp_path / "written.toml") == datasets
+    # `quanta up --dataset a=FILE.hdt` takes FILE.examples.toml beside it
+    assert single_dataset_catalog([f"a={tmp_path / 'a.hdt'}"])["a"].examples == datasets["a"].examples
+
+
+def test_examples_need_a_name_and_a_query(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="each needs a name and a query"):
+        parse_catalog({"a": {"path": "a", "examples": [{"name": "x"}]}}, base=tmp_path)
+    with pytest.raises(CatalogError, match="examples"):
+        parse_catalog({"a": {"path": "a", "examples": "missing.toml"}}, base=tmp_path)

@@ -18,8 +18,22 @@ def test_datasets_show_public_fields_only(settings, serve) -> None:
     body = serve(settings()).get("/v1/datasets").json()
     assert body == {
         "datasets": [
-            {"name": "watdiv", "description": "sample", "quantum_ms": 75.0, "max_results": 100, "plan_mode": "auto"},
-            {"name": "other", "description": "", "quantum_ms": 75.0, "max_results": 100_000, "plan_mode": "reference"},
+            {
+                "name": "watdiv",
+                "description": "sample",
+                "quantum_ms": 75.0,
+                "max_results": 100,
+                "plan_mode": "auto",
+                "examples": [],
+            },
+            {
+                "name": "other",
+                "description": "",
+                "quantum_ms": 75.0,
+                "max_results": 100_000,
+                "plan_mode": "reference",
+                "examples": [],
+            },
         ]
     }
 

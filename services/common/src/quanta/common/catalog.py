@@ -10,6 +10,10 @@ plan_mode = "auto"                # auto | value | reference
 plan_threshold_bytes = 4096       # auto: by value up to this size
 backend = "native"                # storage backend: native | pyhdt (default: $QUANTA_BACKEND, else native)
 default = true                    # the dataset of the SPARQL endpoint's /sparql (else the first listed)
+examples = "watdiv-100k.examples.toml"  # the query page's example queries: a file of them (relative
+                                  # to the catalog), or the list itself ([[datasets.NAME.examples]])
+
+An examples file holds `[[example]]` tables, each a `name` and a `query`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ from pathlib import Path
 PLAN_MODES = ("auto", "value", "reference")
 BACKENDS = ("", "native", "pyhdt")  # as quanta.engine.storage.BACKENDS; "" = not set
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """An example query the query page offers for a dataset."""
+
+    name: str
+    query: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,7 @@ class Dataset:
     backend: str = ""
     # The dataset /sparql queries (at most one; none marked: the first in the catalog).
     default: bool = False
+    examples: tuple[Example, ...] = ()
 
     def public(self) -> dict[str, object]:
         """What GET /v1/datasets shows (never the file path)."""
@@ -55,6 +68,7 @@ class Dataset:
             "quantum_ms": self.quantum_ms,
             "max_results": self.max_results,
             "plan_mode": self.plan_mode,
+            "examples": [{"name": e.name, "query": e.query} for e in self.examples],
         }
 
 
@@ -85,6 +99,8 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
             raise CatalogError(f"{origin}: dataset {name}: `path` is required")
         values = dict(entry)
         values["path"] = (base / str(values["path"])).resolve()
+        if "examples" in values:
+            values["examples"] = _examples(values["examples"], base, f"{origin}: dataset {name}")
         dataset = Dataset(name=name, **values)  # type: ignore[arg-type]
         if dataset.plan_mode not in PLAN_MODES:
             raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
@@ -101,19 +117,40 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
     return datasets
 
 
+def _examples(value: object, base: Path, origin: str) -> tuple[Example, ...]:
+    """Examples given in the catalog, or in the file it names (relative to it)."""
+    if isinstance(value, str):
+        path = base / value
+        try:
+            value = tomllib.loads(path.read_text()).get("example", [])
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise CatalogError(f"{origin}: examples: {error}") from error
+        origin = f"{origin}: {path}"
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise CatalogError(f"{origin}: examples: expected a file name or a list of tables")
+    try:
+        return tuple(Example(name=str(e["name"]), query=str(e["query"])) for e in value)
+    except KeyError as missing:
+        raise CatalogError(f"{origin}: examples: each needs a name and a query (missing {missing})") from None
+
+
 def default_dataset(datasets: dict[str, Dataset]) -> Dataset:
     """The dataset marked `default = true`, else the first one listed."""
     return next((d for d in datasets.values() if d.default), next(iter(datasets.values())))
 
 
 def single_dataset_catalog(specs: list[str]) -> dict[str, Dataset]:
-    """`NAME=FILE.hdt` specs (from `quanta up --dataset`) as a catalog."""
+    """`NAME=FILE.hdt` specs (from `quanta up --dataset`) as a catalog; a
+    `FILE.examples.toml` beside a file gives its examples."""
     entries: dict[str, dict[str, object]] = {}
     for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep:
             raise CatalogError(f"--dataset {spec!r}: expected NAME=FILE.hdt")
         entries[name] = {"path": file}
+        examples = Path(file).with_suffix(".examples.toml")
+        if examples.is_file():
+            entries[name]["examples"] = str(examples.resolve())
     return parse_catalog(entries, base=Path.cwd(), origin="--dataset")
 
 
@@ -134,4 +171,11 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             *(["default = true"] if d.default else []),
             "",
         ]
+        for example in d.examples:
+            lines += [
+                f"[[datasets.{json.dumps(d.name)}.examples]]",
+                f"name = {json.dumps(example.name)}",
+                f"query = {json.dumps(example.query)}",
+                "",
+            ]
     path.write_text("\n".join(lines))

@@ -103,12 +103,18 @@ class QueryPage(BaseModel):
     stats: Stats
 
 
+class Example(BaseModel):
+    name: str
+    query: str
+
+
 class DatasetInfo(BaseModel):
     name: str
     description: str
     quantum_ms: float | None = Field(description="time quantum per request; null: never suspended (run to the end)")
     max_results: int
     plan_mode: Literal["auto", "value", "reference"]
+    examples: list[Example] = Field(description="example queries (the query page offers them)")
 
 
 class DatasetList(BaseModel):
