@@ -17,6 +17,7 @@ import pytest
 from quanta.common.local import RedisServer, free_port, wait_ready
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "watdiv-100k.hdt"
+EXAMPLES = SAMPLE.with_suffix(".examples.toml")  # the sample's example queries (the query page's)
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]
 
 
@@ -50,11 +51,14 @@ class Service:
                     proc.kill()
 
 
-def start_service(tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_results: int = 500, **env: str) -> Service:
+def start_service(
+    tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_results: int = 500, examples: bool = False, **env: str
+) -> Service:
     shutil.copy(SAMPLE, tmp / "watdiv-100k.hdt")
     catalog = tmp / "catalog.toml"
     catalog.write_text(
         f'[datasets.watdiv]\npath = "watdiv-100k.hdt"\nquantum_ms = {quantum_ms}\nmax_results = {max_results}\n'
+        + (f'examples = "{EXAMPLES}"\n' if examples else "")
     )
     redis = RedisServer().start()
     port = free_port()
@@ -82,6 +86,15 @@ def start_service(tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_res
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = start_service(tmp_path_factory.mktemp("e2e"))
+    yield svc
+    svc.stop()
+    svc.redis.stop()
+
+
+@pytest.fixture(scope="module")
+def module_service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A service for one test module, started with its SERVICE_OPTIONS (start_service's keywords)."""
+    svc = start_service(tmp_path_factory.mktemp("module"), **getattr(request.module, "SERVICE_OPTIONS", {}))
     yield svc
     svc.stop()
     svc.redis.stop()

@@ -24,12 +24,14 @@ def producer(execution: Execution, fmt: str) -> tuple[Produce, Render]:
         return boolean, ask.rows
     if execution.form == "select":
         table = results.writer(fmt)
-        return _stream(table.head(execution.variables), execution.solutions(), table.end), table.rows
+        return stream(table.head(execution.variables), execution.solutions(), table.end), table.rows
     graph = graphs.graph_writer(fmt)
-    return _stream(graph.head(), execution.triples(), graph.end), graph.triples
+    return stream(graph.head(), execution.triples(), graph.end), graph.triples
 
 
-def _stream(head: str, items: AsyncIterator[Any], end: Callable[[], str]) -> Produce:
+def stream(head: str, items: AsyncIterator[Any], end: Callable[[], str]) -> Produce:
+    """Writes `head`, each item as a row (sent when the query is about to wait, or when many), then `end()`."""
+
     async def produce(out: Output) -> None:
         out.text(head)
         while True:

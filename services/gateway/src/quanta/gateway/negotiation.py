@@ -54,6 +54,9 @@ GRAPHS = _offers(
     ("text/xml", "rdfxml", _RDFXML),
 )
 
+# Any query form, never a default (asked by name): the progress stream, quanta among the results (progress.py).
+EVENTS = Offer("text/event-stream", "events", "text/event-stream; charset=utf-8")
+
 
 @dataclass(frozen=True, slots=True)
 class MediaRange:

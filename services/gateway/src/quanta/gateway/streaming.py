@@ -91,12 +91,14 @@ class Output:
 
 
 async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[None]]) -> T:
-    """The next item; if it is not there yet, `flush` first, then wait for it.
+    """The next item; if it is not there yet, `flush` before each wait for it.
 
     `anext` drives the iterator's coroutine one step by hand: when it finishes
     at once the item was ready; when it yields a future it is about to wait,
     so the buffered results go out before the wait rather than after it. The
-    rest of the coroutine is then driven as asyncio's Task would drive it.
+    rest of the coroutine is then driven as asyncio's Task would drive it,
+    flushing again before each further wait: what arrived meanwhile (the
+    progress stream's quanta, while a sort reads its input) goes out too.
     Raises StopAsyncIteration at the end.
     """
     step: Coroutine[Any, Any, T] = items.__anext__()  # type: ignore[assignment]
@@ -104,12 +106,14 @@ async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[N
         waiting = step.send(None)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-    try:
-        await flush()
-    except BaseException:
-        step.close()
-        raise
+    cancelled = False
     while True:
+        if not cancelled:  # a cancelled query sends nothing more while it cleans up
+            try:
+                await flush()
+            except BaseException:
+                step.close()
+                raise
         try:
             if waiting is None:  # a bare yield: give the loop one turn
                 await asyncio.sleep(0)
@@ -118,6 +122,7 @@ async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[N
         except asyncio.CancelledError:  # as a Task would: the future is cancelled, the coroutine told
             if isinstance(waiting, asyncio.Future):
                 waiting.cancel()
+            cancelled = True
             waiting = _throw(step, asyncio.CancelledError())
             continue
         try:
@@ -141,15 +146,19 @@ Produce = Callable[[Output], Awaitable[None]]
 class ResultStream(Response):
     """The response of a query: runs `produce` (which writes the query's results
     into an Output), watches for the client leaving, and ends the query in
-    every case (`close`: Execution.aclose, the fair-use lease)."""
+    every case (`close`: Execution.aclose, the fair-use lease). `failure`: for
+    a format that can say a failure in-band (the progress stream), the text
+    that says it, so a failure after the first bytes ends the response
+    properly instead of aborting it."""
 
     def __init__(
         self, produce: Produce, render: Render, *, content_type: str,
         headers: dict[str, str], form: str, fmt: str, close: Callable[[], Awaitable[None]], started_at: float,
+        failure: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:  # fmt: skip
         # Response's own fields are not used: __call__ writes everything itself.
         self.status_code, self.background = 200, None
-        self.produce, self.render_rows, self.close = produce, render, close
+        self.produce, self.render_rows, self.close, self.failure = produce, render, close, failure
         self.content_type, self.extra_headers, self.form, self.fmt = content_type, headers, form, fmt
         self.started_at = started_at
 
@@ -185,7 +194,11 @@ class ResultStream(Response):
             if output.started:
                 log.warning("aborting a streamed response", extra={"error": str(error), "form": self.form})
                 self._outcome("aborted", output)
-                return  # no last chunk: the client sees the response cut short
+                if self.failure is not None:
+                    output.rows.clear()  # what is left unsent may be what failed to render
+                    output.text(self.failure(query_problem(error).body(scope.get("path", ""))))
+                    await output.finish()
+                return  # else no last chunk: the client sees the response cut short
             self._outcome("failed", output)
             output.complete = True
             await _problem(error, scope, send)

@@ -20,8 +20,9 @@ from quanta.common.catalog import Dataset, default_dataset
 from quanta.gateway import answers, description, metrics
 from quanta.gateway.admission import client_id
 from quanta.gateway.deps import Services
-from quanta.gateway.negotiation import GRAPHS, RESULTS, Offer, accepted, negotiate
+from quanta.gateway.negotiation import EVENTS, GRAPHS, RESULTS, Offer, accepted, negotiate
 from quanta.gateway.problems import Problem, openapi_responses
+from quanta.gateway.progress import Progress
 from quanta.gateway.sparql_protocol import QueryOperation, read_operation
 from quanta.gateway.streaming import ResultStream, query_problem
 from quanta.sparql import graphs
@@ -31,7 +32,7 @@ router = APIRouter(tags=["sparql"])
 RESPONSES = {
     200: {
         "description": "The results (streamed), or the service description for a GET without a query",
-        "content": {offer.media_type: {} for offer in RESULTS + GRAPHS},
+        "content": {offer.media_type: {} for offer in (*RESULTS, *GRAPHS, EVENTS)},
     },
     **openapi_responses(*ErrorKind),
 }
@@ -99,12 +100,15 @@ async def _stream(
     request: Request, dataset: Dataset, operation: QueryOperation, services: Services,
     release: Callable[[], Awaitable[None]], started: float,
 ) -> Response:  # fmt: skip
+    progress = Progress()
     try:
-        execution = await services.smart_client.prepare(operation.query, _dataset_spec(dataset, operation))
+        execution = await services.smart_client.prepare(
+            operation.query, _dataset_spec(dataset, operation), on_request=progress.on_request
+        )
     except QueryError as error:
         metrics.SPARQL_QUERIES.labels("unknown", "failed").inc()
         raise query_problem(error) from error
-    offers = RESULTS if execution.form in ("select", "ask") else GRAPHS
+    offers = (*(RESULTS if execution.form in ("select", "ask") else GRAPHS), EVENTS)
     offer = negotiate(request.headers.get("accept"), offers)
     if offer is None:
         await execution.aclose()
@@ -112,7 +116,8 @@ async def _stream(
         raise Problem(
             ErrorKind.NOT_ACCEPTABLE, f"a {execution.form.upper()} query's results are one of: {accepted(offers)}"
         )
-    produce, render = answers.producer(execution, offer.format)
+    events = offer is EVENTS
+    produce, render = progress.producer(execution) if events else answers.producer(execution, offer.format)
 
     async def close() -> None:
         try:
@@ -121,8 +126,10 @@ async def _stream(
             await release()
 
     return ResultStream(
-        produce, render, content_type=offer.content_type, headers={"Vary": "Accept"},
+        produce, render, content_type=offer.content_type,
+        headers={"Vary": "Accept", **({"Cache-Control": "no-store"} if events else {})},
         form=execution.form, fmt=offer.format, close=close, started_at=started,
+        failure=progress.failure if events else None,
     )  # fmt: skip
 
 
