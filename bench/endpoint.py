@@ -177,10 +177,15 @@ def parse_cost(url: str, n: int = 30) -> dict[str, Any]:
     ten-pattern star (WatDiv's C3) for a longer text."""
     star = next((WATDIV / "queries" / "basic").glob("C3_1.rq")).read_text()
     out: dict[str, Any] = {"queries": n}
-    for kind, template in (("short", SHORT), ("star", star)):
+    renamed = {  # a text of a shape never seen; a known shape with other constants
+        "short": lambda i: SHORT.replace("?", f"?n{time.time_ns()}_{i}_"),
+        "star": lambda i: star.replace("?", f"?n{time.time_ns()}_{i}_"),
+        "short_constants": lambda i: SHORT.replace("User0>", f"User{i + 1}>"),
+    }
+    for kind, make in renamed.items():
         fresh, seen = [], []
         for i in range(n):
-            text = template.replace("?", f"?n{time.time_ns()}_{i}_")
+            text = make(i)
             fresh.append(run(url, text)["total_ms"])
             seen.append(statistics.median(run(url, text)["total_ms"] for _ in range(4)))
         out[kind] = {
@@ -242,9 +247,10 @@ def render(result: dict[str, Any]) -> None:
         rows.append(f"| {name} | {(q or f or {}).get('rows', 'n/a')} | {cell(q, 'first_ms')} | {cell(f, 'first_ms')} "
                     f"| {cell(q, 'total_ms')} | {cell(f, 'total_ms')} | {note} |")  # fmt: skip
     p, r, m = result["parse"], result["responsiveness"], result["machine"]
-    short, star, alone, busy = p["short"], p["star"], r["alone"], r["while_heavy"]
+    short, star, constants, alone, busy = p["short"], p["star"], p["short_constants"], r["alone"], r["while_heavy"]
     body = "\n".join([
-        f"`python bench/endpoint.py --dataset {result['dataset']}` ({m['date']}, {m['cpu']}, {m['nproc']} cores).",
+        f"`python bench/endpoint.py --dataset {result['dataset']}` ({m['date']}, {m['cpu']}, {m['nproc']} cores,",
+        f"load average {m['load_average_at_start'][0]} at the start: the machine was shared with other work).",
         f"quanta: `quanta up`, 2 workers, 75 ms quantum; Fuseki {result['fuseki_version']}, dataset in memory; both",
         "up at once, each query sent to one then the other, never concurrently; medians of",
         f"{result['rounds']} rounds after a warm-up. Times in ms, read as TSV over HTTP: *first* is the header and",
@@ -261,7 +267,9 @@ def render(result: dict[str, Any]) -> None:
         f"one-pattern query (`{SHORT.splitlines()[-1]}`) {short['first_seen_ms']:.1f} ms first,",
         f"{short['seen_before_ms']:.1f} ms after; WatDiv's C3 (a star of six patterns) {star['first_seen_ms']:.1f} ms",
         f"first, {star['seen_before_ms']:.1f} ms after. The difference is what the gateway's and the worker's",
-        "parses (rdflib, each cached by shape) cost a new query.",
+        "parses (rdflib, each cached by shape: IRIs and strings replaced by placeholders) cost a new shape. The",
+        "one-pattern query with other constants (a shape already seen, as a query template's instances are):",
+        f"{constants['first_seen_ms']:.1f} ms first, {constants['seen_before_ms']:.1f} ms after.",
         "",
         f"**Responsiveness.** That short query alone: p50 {alone['p50']} ms, p90 {alone['p90']} ms; while",
         f"`{r['heavy_query'].splitlines()[-1]}` runs in a loop through the same gateway: p50 {busy['p50']} ms,",
