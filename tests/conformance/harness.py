@@ -15,10 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import rdflib
-from rdflib.compare import isomorphic
-from rdflib.plugins.sparql.algebra import translateQuery
-from rdflib.plugins.sparql.parser import parseQuery
-
 from manifest import (
     Case,
     Results,
@@ -30,6 +26,10 @@ from manifest import (
     same_solutions,
     to_ntriples,
 )
+from rdflib.compare import isomorphic
+from rdflib.plugins.sparql.algebra import translateQuery
+from rdflib.plugins.sparql.parser import parseQuery
+
 from quanta.engine.testing import shared_dir, write_hdt
 from quanta.sparql.terms import to_rdflib
 
@@ -104,9 +104,7 @@ def check_select(
 ) -> None:
     assert expected.variables is not None and expected.solutions is not None, "expected SELECT results"
     assert sorted(head) == sorted(expected.variables), f"projected variables differ: {head} != {expected.variables}"
-    got: list[Solution] = [
-        {v: term(t) for v, t in zip(head, row, strict=True) if t is not None} for row in rows
-    ]
+    got: list[Solution] = [{v: term(t) for v, t in zip(head, row, strict=True) if t is not None} for row in rows]
     wanted = expected.solutions
     if expected.lossy_csv:
         got = [{v: csv_cell(t) for v, t in s.items()} for s in got]

@@ -40,3 +40,18 @@ def test_placeholders_map_back_to_the_constants() -> None:
     assert str(parsed.constant(p)) == "http://example.org/p"
     assert str(parsed.constant(o)) == 'a"b'
     assert parsed.constant(s) == s
+
+
+def test_an_inverse_iri_in_a_negated_property_set_is_kept() -> None:
+    """rdflib's grammar dropped it (quanta.sparql.parse mends it)."""
+    parsed = parse("SELECT * WHERE { ?s !(<http://x/a>|^<http://x/b>) ?o }")
+    (triple,) = parsed.algebra.algebra.p.p.triples
+    _, second = triple[1].args
+    assert second.name == "InversePath" and str(parsed.constant(second.part)) == "http://x/b"
+
+
+def test_each_service_pattern_has_its_own_text() -> None:
+    """rdflib gave every SERVICE the text of the query's first one."""
+    parsed = parse("SELECT * WHERE { SERVICE <http://e1/> { ?s ?p ?o } SERVICE <http://e2/> { ?s ?q ?z } }")
+    join = parsed.algebra.algebra.p.p
+    assert "?p ?o" in join.p1.service_string and "?q ?z" in join.p2.service_string

@@ -11,16 +11,49 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MethodType
 from typing import Any
 
-from pyparsing import ParseException
+from pyparsing import Literal as Keyword
+from pyparsing import MatchFirst, ParseException, ParseResults, original_text_for
+from rdflib.plugins.sparql import parser as grammar
 from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
+from rdflib.plugins.sparql.parserutils import Comp, CompValue, Param
 from rdflib.term import Literal, Node, URIRef
 
 import quanta.sparql.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
 from quanta.sparql.errors import QuerySyntaxError
 from quanta.sparql.terms import unescape_lexical
+
+
+def _fix_rdflib_grammar() -> None:
+    """Two defects of rdflib 7's SPARQL grammar, mended in place before any parse:
+
+    - `!^p` (an inverse IRI in a negated property set) kept no IRI: it is now
+      `CompValue("InversePath", part=p)` among the NegatedPath's arguments;
+    - every SERVICE pattern got the text of the query's first one as its
+      `service_string`: each now gets its own (the text where it matched).
+    """
+    choices = grammar.PathOneInPropertySet  # iri | A | Comp("InversePath", "^" + (iri | A))
+    assert isinstance(choices, MatchFirst)
+    inverse = next(e for e in choices.exprs if isinstance(e, Comp))
+    inverse.expr = Keyword("^").suppress() + Param("part", grammar.iri | grammar.A)
+    service = grammar.ServiceGraphPattern
+    own_text = original_text_for(service.expr)
+
+    def post_parse(self: Comp, instring: str, loc: int, tokens: ParseResults) -> CompValue:
+        value = Comp.postParse(self, instring, loc, tokens)
+        # `loc` is where this pattern ends: its text is the SERVICE pattern that ends there
+        for found, _, end in own_text.scan_string(instring):
+            if end == loc:
+                value["service_string"] = found[0]
+        return value
+
+    service.postParse = MethodType(post_parse, service)  # type: ignore[method-assign]
+
+
+_fix_rdflib_grammar()
 
 PLACEHOLDER_IRI = "urn:quanta:constant:"
 PLACEHOLDER_STRING = "quanta-constant-"

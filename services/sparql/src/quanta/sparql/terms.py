@@ -109,9 +109,8 @@ def from_rdflib(node: Node) -> str:
         return literal(str(node), node.language, str(node.datatype) if node.datatype is not None else None)
     if isinstance(node, BNode):
         return f"_:{node}"
-    if node.startswith(SKOLEM_PREFIX):
-        return "_:" + node[len(SKOLEM_PREFIX) :]
-    return str(node)
+    text = str(node)
+    return "_:" + text[len(SKOLEM_PREFIX) :] if text.startswith(SKOLEM_PREFIX) else text
 
 
 def skolem(term: str) -> str:

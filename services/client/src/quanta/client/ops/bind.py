@@ -18,7 +18,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row, merge, with_cell
-from quanta.client.ops.remote import Piece, fetch
+from quanta.client.ops.remote import FOREIGN, Piece, fetch
 from quanta.client.plan.context import Context
 from quanta.client.plan.serialize import values_clause
 from quanta.sparql.terms import literal
@@ -46,11 +46,15 @@ async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> As
     """The piece's rows for a block of keys, each with the index of its key."""
     numbered = ship.numbered or not ship.slots or any(v is None for k in keys for v in k)
     out = piece.source.outgoing
+    shipped = [(i, tuple(out(v) for v in k)) for i, k in enumerate(keys)]
+    shipped = [(i, k) for i, k in shipped if FOREIGN not in k]  # a blank node of another graph matches nothing
+    if not shipped:
+        return
     if numbered:
         names = (ship.row_name, *ship.names)
-        rows = [(literal(str(i), datatype=XSD_INTEGER), *(out(v) for v in k)) for i, k in enumerate(keys)]
+        rows = [(literal(str(i), datatype=XSD_INTEGER), *k) for i, k in shipped]
     else:
-        names, rows = ship.names, [tuple(out(v) for v in k) for k in keys]
+        names, rows = ship.names, [k for _, k in shipped]
     index = {k: i for i, k in enumerate(keys)}
     text = piece.render(values_clause(names, rows))
     async for batch in fetch(ctx, piece.source, text, piece.columns):

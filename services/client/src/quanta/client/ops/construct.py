@@ -66,11 +66,10 @@ class Construct(Op):
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         dedup = Dedup(ctx.budgets.memory_rows)
-        solution = 0
         async for batch in self.child.run(ctx):
             out: Batch = []
             for row in batch:
-                solution += 1
+                solution = ctx.next_bnode()
                 for parts in self.template:
                     terms = [self._term(part, row, solution) for part in parts]
                     s, p, o = terms

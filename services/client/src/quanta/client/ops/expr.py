@@ -121,7 +121,6 @@ class Generate(Op):
         self.child, self.columns, self.bnode_prefix = child, columns, bnode_prefix
         made = {slot for slot, kind in columns if kind != "unbound"}
         self.maybe, self.certain = child.maybe | made, child.certain | made
-        self.made = 0
 
     def children(self) -> list[Op]:
         return [self.child]
@@ -129,7 +128,7 @@ class Generate(Op):
     def label(self) -> str:
         return f"Generate {self.columns}"
 
-    def _value(self, kind: str) -> str | None:
+    def _value(self, ctx: Context, kind: str) -> str | None:
         if kind == "RAND":
             return literal(format_double(random.random()), datatype=XSD_DOUBLE)
         if kind == "UUID":
@@ -137,8 +136,7 @@ class Generate(Op):
         if kind == "STRUUID":
             return literal(str(uuid.uuid4()))
         if kind == "BNODE":
-            self.made += 1
-            return f"_:{self.bnode_prefix}{self.made}"
+            return f"_:{self.bnode_prefix}{ctx.next_bnode()}"
         return None
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
@@ -147,6 +145,6 @@ class Generate(Op):
             for row in batch:
                 cells = list(row)
                 for slot, kind in self.columns:
-                    cells[slot] = self._value(kind)
+                    cells[slot] = self._value(ctx, kind)
                 out.append(tuple(cells))
             yield out

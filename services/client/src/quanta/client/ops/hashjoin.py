@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row, compatible, merge
-from quanta.client.ops.spill import Partitions, RowFile, split
+from quanta.client.ops.spill import MAX_DEPTH, Partitions, RowFile, split
 from quanta.client.plan.context import Context
 
 Key = tuple[str | None, ...]
@@ -107,7 +107,7 @@ class HashJoin(Op):
             async for out in self._grace(ctx, overflow, pacer):
                 yield out
         else:
-            async for out in self._nested(ctx, overflow.finish(), pacer):
+            async for out in self._nested(ctx, overflow.finish(), self.left, pacer):
                 yield out
 
     def _spill(self, ctx: Context, table: dict[Key, list[Row]]) -> Partitions | RowFile:
@@ -130,8 +130,14 @@ class HashJoin(Op):
     async def _partition(
         self, ctx: Context, right: RowFile, left: RowFile, depth: int, pacer: Pacer
     ) -> AsyncGenerator[Batch, None]:
-        """One pair of partitions (split again while the right one does not fit)."""
+        """One pair of partitions: in memory if the right one fits, else split
+        again, and past the last level (a key with more rows than the budget)
+        read as a block nested loop."""
         if right.count > ctx.budgets.memory_rows:
+            if depth >= MAX_DEPTH:
+                async for batch in self._nested(ctx, right, left, pacer):
+                    yield batch
+                return
             rights = split(ctx, right, "join", self.key, depth)
             lefts = split(ctx, left, "join-left", self.key, depth)
             for r_file, l_file in zip(rights, lefts, strict=True):
@@ -152,9 +158,13 @@ class HashJoin(Op):
         left.delete()
         yield out
 
-    async def _nested(self, ctx: Context, right: RowFile, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _nested(
+        self, ctx: Context, right: RowFile, left: Op | RowFile, pacer: Pacer
+    ) -> AsyncGenerator[Batch, None]:
+        """Every left row against every right row, `memory_rows` left rows at a time."""
         block: Batch = []
-        async for batch in self.left.run(ctx):
+        batches = _batches(left, ctx) if isinstance(left, RowFile) else left.run(ctx)
+        async for batch in batches:
             block += batch
             if len(block) >= ctx.budgets.memory_rows:
                 async for out in self._block(block, right, pacer):
@@ -163,6 +173,8 @@ class HashJoin(Op):
         async for out in self._block(block, right, pacer):
             yield out
         right.delete()
+        if isinstance(left, RowFile):
+            left.delete()
 
     async def _block(self, block: Batch, right: RowFile, pacer: Pacer) -> AsyncGenerator[Batch, None]:
         matched = [False] * len(block)
@@ -184,3 +196,13 @@ class HashJoin(Op):
         elif self.mode == "minus":
             out = [left for i, left in enumerate(block) if not matched[i]]
         yield out
+
+
+async def _batches(rows: RowFile, ctx: Context) -> AsyncGenerator[Batch, None]:
+    batch: Batch = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= ctx.budgets.memory_rows:
+            yield batch
+            batch = []
+    yield batch

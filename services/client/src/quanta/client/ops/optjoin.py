@@ -86,12 +86,8 @@ class OptJoin(Op):
                 yield out
 
     async def _unmatched(self, ctx: Context, part: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
-        """The unmatched rows of P1 in one partition (split again while it does not fit)."""
-        if part.count > ctx.budgets.memory_rows:
-            for smaller in split(ctx, part, "optjoin", lambda entry: entry[0], depth):
-                async for out in self._unmatched(ctx, smaller, depth + 1, pacer):
-                    yield out
-            return
+        """The unmatched rows of P1 in one partition (split again while its keys do not fit)."""
+        limit = ctx.budgets.memory_rows
         counts: dict[Key, int] = {}
         matched: set[Key] = set()
         for k, n in part:
@@ -99,6 +95,14 @@ class OptJoin(Op):
                 counts[k] = counts.get(k, 0) + n
             else:
                 matched.add(k)
-        part.delete()
-        await pacer.tick(part.count)
-        yield [self.row(k) for k, n in counts.items() if k not in matched for _ in range(n)]
+            if len(counts) + len(matched) > limit:
+                break
+        else:
+            part.delete()
+            await pacer.tick(part.count)
+            yield [self.row(k) for k, n in counts.items() if k not in matched for _ in range(n)]
+            return
+        counts, matched = {}, set()
+        for smaller in split(ctx, part, "optjoin", lambda entry: entry[0], depth):
+            async for out in self._unmatched(ctx, smaller, depth + 1, pacer):
+                yield out

@@ -43,8 +43,8 @@ class End:
 class Steps:
     """One step of the path, fetched on demand and kept: node -> next nodes."""
 
-    def __init__(self, make: StepMaker, a: int, b: int, shape: Shape) -> None:
-        self.make, self.a, self.b, self.shape = make, a, b, shape
+    def __init__(self, make: StepMaker, a: int, b: int, shape: Shape, member: Callable[[list[Row]], Op]) -> None:
+        self.make, self.a, self.b, self.shape, self.member = make, a, b, shape, member
         self.forward: dict[str, list[str]] = {}
         self.backward: dict[str, list[str]] = {}
         self.complete = False  # every step is known (all_pairs ran)
@@ -96,6 +96,22 @@ class Steps:
         self.subjects = list(subjects)
         return self.subjects
 
+    async def members(self, ctx: Context, nodes: set[str]) -> set[str]:
+        """The nodes that are a subject or object in the graph (zero steps
+        reach a node of the graph only; a constant of the query always)."""
+        found: set[str] = set()
+        for i in range(0, len(nodes), ctx.budgets.block_size):
+            block = sorted(nodes)[i : i + ctx.budgets.block_size]
+            rows: list[Row] = []
+            for n in block:
+                cells: list[str | None] = [None] * self.shape.width
+                cells[self.a] = n
+                rows.append(tuple(cells))
+            async with aclosing(self.member(rows).run(ctx)) as batches:
+                async for batch in batches:
+                    found.update(node for r in batch if (node := r[self.a]) is not None)
+        return found
+
     def _check(self, ctx: Context) -> None:
         if self.kept > ctx.budgets.path_nodes:
             raise QueryError(
@@ -144,8 +160,8 @@ class PathJoin(Op):
                 backward.add(o)
             else:
                 unbound.append(row)
-        reach_forward = await self.reach(ctx, forward, True)
-        reach_backward = await self.reach(ctx, backward, False)
+        reach_forward = await self.reach(ctx, forward, True, self.subject.slot is None)
+        reach_backward = await self.reach(ctx, backward, False, self.object.slot is None)
         out: Batch = []
         for row in rows:
             s, o = self.subject.value(row), self.object.value(row)
@@ -183,7 +199,7 @@ class PathJoin(Op):
             async with aclosing(self.nodes.run(ctx)) as batches:
                 async for batch in batches:
                     for r in batch:
-                        for term in r:
+                        for term in (r[self.steps.a], r[self.steps.b]):  # subjects and objects: the graph's nodes
                             if term is not None and term not in seen:
                                 seen.add(term)
                                 starts.append(term)
@@ -194,7 +210,7 @@ class PathJoin(Op):
         same = self.subject.slot is not None and self.subject.slot == self.object.slot
         for i in range(0, len(starts), size):
             block = starts[i : i + size]
-            reached = await self.reach(ctx, set(block), True)
+            reached = await self.reach(ctx, set(block), True, True)
             out: Batch = []
             for s in block:
                 if same:
@@ -206,10 +222,11 @@ class PathJoin(Op):
             await pacer.tick(len(out) + len(block))
             yield out
 
-    async def reach(self, ctx: Context, starts: set[str], forward: bool) -> dict[str, set[str]]:
-        """The nodes each start reaches (itself too when zero steps count)."""
+    async def reach(self, ctx: Context, starts: set[str], forward: bool, constant: bool) -> dict[str, set[str]]:
+        """The nodes each start reaches (itself too when zero steps count: a
+        `constant` of the query always, a value of a row if the graph has it)."""
         zero = self.mod in ("*", "?")
-        reached: dict[str, set[str]] = {s: ({s} if zero else set()) for s in starts}
+        reached: dict[str, set[str]] = {s: set() for s in starts}
         expanded: dict[str, set[str]] = {s: set() for s in starts}
         frontier: dict[str, set[str]] = {s: {s} for s in starts}
         known = self.steps.forward if forward else self.steps.backward
@@ -233,4 +250,10 @@ class PathJoin(Op):
                     ErrorKind.BUDGET_EXCEEDED,
                     f"a property path visits more than {ctx.budgets.path_nodes} nodes (Budgets.path_nodes)",
                 )
+        if zero:
+            unsure = {s for s in starts if not constant and s not in reached[s] and not known.get(s)}
+            present = await self.steps.members(ctx, unsure) if unsure else set()
+            for s in starts:
+                if constant or s in present or s in reached[s] or known.get(s):
+                    reached[s].add(s)
         return reached

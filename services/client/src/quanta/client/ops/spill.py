@@ -24,7 +24,7 @@ from quanta.sparql.errors import ErrorKind
 
 CHUNK = 4096  # rows per pickled batch
 FANOUT = 16  # partitions per level
-MAX_DEPTH = 3  # levels of partitioning before giving up (a key with too many rows)
+MAX_DEPTH = 6  # levels of partitioning before giving up (a key with too many rows)
 
 
 class RowFile:
@@ -114,8 +114,8 @@ class ExternalSort:
 
 
 class Partitions:
-    """Rows by a hash of their key, into FANOUT files; `depth` salts the hash
-    so that a partition split again spreads differently."""
+    """Rows by a hash of their key, into FANOUT files; each `depth` uses other
+    bits of the hash, so that a partition split again spreads its keys."""
 
     def __init__(self, ctx: Context, kind: str, key: Callable[[Any], Any], depth: int) -> None:
         if depth >= MAX_DEPTH:
@@ -127,7 +127,7 @@ class Partitions:
         self.files = [RowFile(ctx, f"{kind}-p{depth}") for _ in range(FANOUT)]
 
     def add(self, row: Any) -> None:
-        self.files[hash((self.depth, self.key(row))) % FANOUT].add(row)
+        self.files[(hash(self.key(row)) >> (4 * self.depth)) % FANOUT].add(row)
 
     def finish(self) -> list[RowFile]:
         return [f.finish() for f in self.files]

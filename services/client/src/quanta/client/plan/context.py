@@ -35,6 +35,7 @@ class Context:
         self._temp: Path | None = None
         self.disk_bytes = 0
         self.files = 0
+        self.bnodes = 0  # blank nodes made by BNODE() and CONSTRUCT templates
         self.closed = False
 
     def temp_dir(self) -> Path:
@@ -43,6 +44,10 @@ class Context:
         if self._temp is None:
             self._temp = Path(tempfile.mkdtemp(prefix="quanta-client-", dir=self.budgets.temp_dir))
         return self._temp
+
+    def next_bnode(self) -> int:
+        self.bnodes += 1
+        return self.bnodes
 
     def next_file(self) -> int:
         self.files += 1

@@ -102,7 +102,10 @@ class _Resolver:
             return MulPath(self.walk(path.path), path.mod)
         if isinstance(path, NegatedPath):
             negated = NegatedPath(URIRef("urn:x"))
-            negated.args = [self.walk(a) for a in path.args]
+            negated.args = [
+                InvPath(self.walk(a.part)) if isinstance(a, CompValue) and a.name == "InversePath" else self.walk(a)
+                for a in path.args
+            ]
             return negated
         return path
 

@@ -124,11 +124,11 @@ class Planner:
         offset: int = 0,
     ) -> Piece:
         shown = [*(self.projection(node) if projection is None else projection), *extra]
-        writer = Writer(scope.name)
+        writer = Writer(scope.name, base=self.base)
 
         def render(values: str) -> str:
             if inject:
-                return Writer(scope.name, values).select(node, shown, limit=limit, offset=offset)
+                return Writer(scope.name, values, self.base).select(node, shown, limit=limit, offset=offset)
             return writer.select(node, shown, top=values, having=having, limit=limit, offset=offset)
 
         slots = {scope.name(v): scope.slot(v) for v in shown}
@@ -347,7 +347,24 @@ class Planner:
             return HashJoin(start, every_step, "join")
 
         nodes = self.plan(CompValue("BGP", triples=[(a, self.hidden_var(scope, "p"), b)]), scope, graph)
-        steps = Steps(make, slot_a, slot_b, self.slots)
+        # whether a node is in the graph: a subject or an object of some triple
+        p, x = self.hidden_var(scope, "p"), self.hidden_var(scope, "x")
+        somewhere = CompValue(
+            "Union", p1=CompValue("BGP", triples=[(a, p, x)]), p2=CompValue("BGP", triples=[(x, p, a)])
+        )
+        every_node = self.plan(somewhere, scope, graph)
+        in_graph: tuple[Piece, Ship] | None = None
+        if single is not None:
+            ship = self.ship([slot_a], scope, numbered=True)
+            in_graph = (self.piece(somewhere, scope, single, projection=[], extra=(Variable(ship.row_name),)), ship)
+
+        def member(rows: list[Row]) -> Op:
+            start = Rows([{slot_a: r[slot_a] or ""} for r in rows], self.slots, frozenset({slot_a}))
+            if in_graph is not None:
+                return BindJoin(start, *in_graph)
+            return HashJoin(start, every_node, "join")
+
+        steps = Steps(make, slot_a, slot_b, self.slots, member)
         return PathJoin(left, self.end(node.subject, scope), self.end(node.object, scope), str(node.mod), steps, nodes)
 
     def end(self, node: Node, scope: Scope) -> End:

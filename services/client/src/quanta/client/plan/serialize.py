@@ -46,9 +46,10 @@ def values_clause(names: Sequence[str], rows: Sequence[Sequence[str | None]]) ->
 class Writer:
     """Writes pieces with variables named by `name` (the slots' names)."""
 
-    def __init__(self, name: Callable[[Variable], str], inject: str = "") -> None:
+    def __init__(self, name: Callable[[Variable], str], inject: str = "", base: str | None = None) -> None:
         self.name = name
         self.inject = inject
+        self.base = base  # IRI() resolves against it
 
     # -- whole queries --
 
@@ -73,6 +74,8 @@ class Writer:
         else:
             body = f"{self.inject} {self.elements(pattern)}"
         text = f"SELECT {head} WHERE {{ {body.strip()} }}"
+        if self.base:
+            text = f"BASE {iri_ref(self.base)}\n{text}"
         if limit is not None:
             text += f" LIMIT {limit}"
         if offset:
