@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,6 +71,9 @@ RESULT_MEDIA = {
 }
 GRAPH_MEDIA = {".ttl": "text/turtle", ".nt": "application/n-triples", ".rdf": "application/rdf+xml"}
 RS = "http://www.w3.org/2001/sw/DataAccess/tests/result-set#"
+# Named graphs are not in the catalog, the queue protocol and the workers yet (the smart client's
+# side of issue 9): until they are, the catalog below holds default graphs only.
+NAMED_GRAPHS = "named graphs: the catalog and the workers serve default graphs only, so far"
 
 CASES: list[Case] = load_cases(ROOT, MANIFESTS) if ROOT.exists() else []
 
@@ -79,11 +83,19 @@ def query_text(case: Case) -> str:
     return f"BASE <{case.query.as_uri()}>\n{case.query.read_text(encoding='utf-8')}"
 
 
+def needs_named_graphs(case: Case) -> bool:
+    """The test's dataset has named graphs, or its query names graphs (GRAPH, FROM, FROM NAMED)."""
+    code = re.sub(r'<[^<>\s]*>|"(?:[^"\\]|\\.)*"|#[^\n]*', " ", case.query.read_text(encoding="utf-8"))
+    return bool(case.graph_data) or re.search(r"\b(GRAPH|FROM)\b", code, re.IGNORECASE) is not None
+
+
 def _params() -> list[object]:
     params: list[object] = []
     for case in CASES:
         reason = SKIPS.get(case.id) or ENDPOINT_SKIPS.get(case.id) or (SERVICE_SKIP if case.service_data else None)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
+        if not reason and needs_named_graphs(case):
+            marks.append(pytest.mark.xfail(reason=NAMED_GRAPHS, strict=False))
         params.append(pytest.param(case, id=case.id, marks=marks))
     return params
 

@@ -42,6 +42,6 @@ def stream(head: str, items: AsyncIterator[Any], end: Callable[[], str]) -> Prod
             out.row(item)
             if out.full:
                 await out.flush()
-        out.text(end())
+        out.text_after_rows(end)  # a writer's end depends on the rows it has written (Turtle's last " .")
 
     return produce

@@ -56,6 +56,11 @@ class Output:
         self._render()
         self.texts.append(text)
 
+    def text_after_rows(self, text: Callable[[], str]) -> None:
+        """`text()` once the rows so far are rendered (what it says may depend on them)."""
+        self._render()
+        self.texts.append(text())
+
     def row(self, row: Any) -> None:
         self.rows.append(row)
 
