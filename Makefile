@@ -23,7 +23,7 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not chart and not cluster"
 
-## The chart's tiers alone (scripts/k8s/test.sh: static rules apiserver pods keda, or all).
+## The chart's tiers alone (scripts/k8s/test.sh: static rules apiserver pods keda hpa, or all).
 test-chart: install
 	PYTHON=$(BIN)/python scripts/k8s/test.sh $(or $(TIERS),all)
 

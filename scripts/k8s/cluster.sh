@@ -27,7 +27,22 @@ wait_for() {  # wait_for WHAT SECONDS CMD...
   log "$what not ready after ${seconds}s"; return 1
 }
 
+# The front proxy: the client certificate the API server shows aggregated APIs (a metrics adapter)
+# when it forwards a request, and the CA they check it with (published in kube-system's
+# extension-apiserver-authentication ConfigMap).
+front_proxy_certs() {
+  [ -f "$DIR/front-proxy-client.crt" ] && return
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=front-proxy-ca \
+    -keyout "$DIR/front-proxy-ca.key" -out "$DIR/front-proxy-ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj /CN=front-proxy-client \
+    -keyout "$DIR/front-proxy-client.key" -out "$DIR/front-proxy-client.csr" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' > "$DIR/front-proxy-client.ext"
+  openssl x509 -req -in "$DIR/front-proxy-client.csr" -CA "$DIR/front-proxy-ca.crt" -CAkey "$DIR/front-proxy-ca.key" \
+    -CAcreateserial -days 3650 -extfile "$DIR/front-proxy-client.ext" -out "$DIR/front-proxy-client.crt" 2>/dev/null
+}
+
 certs() {
+  front_proxy_certs
   [ -f "$DIR/sa.key" ] && return
   openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
   openssl rsa -in "$DIR/sa.key" -pubout -out "$DIR/sa.pub" 2>/dev/null
@@ -52,10 +67,15 @@ control_plane() {
     --endpoint-reconciler-type none --cert-dir "$DIR/pki" --token-auth-file "$DIR/tokens.csv" \
     --service-account-key-file "$DIR/sa.pub" --service-account-signing-key-file "$DIR/sa.key" \
     --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.96.0.0/24 \
-    --authorization-mode RBAC --allow-privileged=false
+    --authorization-mode RBAC --allow-privileged=false \
+    --requestheader-client-ca-file "$DIR/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$DIR/front-proxy-client.crt" --proxy-client-key-file "$DIR/front-proxy-client.key"
   wait_for kube-apiserver 60 kubectl get --raw /readyz
   bg kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$KUBECONFIG" --leader-elect=false \
-    --service-account-private-key-file "$DIR/sa.key" --secure-port 0 --use-service-account-credentials=false
+    --service-account-private-key-file "$DIR/sa.key" --secure-port 0 --use-service-account-credentials=false \
+    --horizontal-pod-autoscaler-sync-period "${QUANTA_HPA_SYNC_PERIOD:-2s}"
   bg kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$KUBECONFIG" --leader-elect=false --secure-port 0
   wait_for "serviceaccount default" 60 kubectl get serviceaccount default
 }

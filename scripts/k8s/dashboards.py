@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parents[2] / "charts" / "quanta" / "files" / "dashboards"
@@ -128,7 +129,7 @@ def panel(index: int, title: str, unit: str, targets: list[tuple[str, str]]) -> 
     }
 
 
-def dashboard(spec: dict[str, object]) -> dict[str, object]:
+def dashboard(spec: Mapping[str, object]) -> dict[str, object]:
     panels = spec["panels"]
     assert isinstance(panels, list)
     return {

@@ -14,6 +14,7 @@ import json
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -23,7 +24,7 @@ import matplotlib.pyplot as plt
 FOLDER = Path(__file__).resolve().parents[2] / "charts" / "quanta" / "files" / "dashboards"
 
 
-def query_range(prometheus: str, expr: str, start: float, end: float, step: float) -> list[dict[str, object]]:
+def query_range(prometheus: str, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
     params = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
     with urllib.request.urlopen(f"{prometheus}/api/v1/query_range?{params}", timeout=30) as response:
         answer = json.load(response)
@@ -37,9 +38,8 @@ def legend(template: str, labels: dict[str, str]) -> str:
     return template
 
 
-def render(board: dict[str, object], prometheus: str, start: float, end: float, out: Path, rate: str = "30s") -> Path:
-    panels = board["panels"]
-    assert isinstance(panels, list)
+def render(board: dict[str, Any], prometheus: str, start: float, end: float, out: Path, rate: str = "30s") -> Path:
+    panels: list[dict[str, Any]] = board["panels"]
     rows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(13, 3.1 * rows), squeeze=False)
     step = max(1.0, (end - start) / 200)

@@ -2,12 +2,13 @@
 # Build the Kubernetes test tools, each cached by version under $QUANTA_CACHE/k8s
 # (default ~/.cache/quanta/k8s): idempotent, and seconds when everything is cached.
 #
-#   scripts/k8s/tools.sh [static] [apiserver] [pods] [keda] [all]   (default: static apiserver)
+#   scripts/k8s/tools.sh [static] [apiserver] [pods] [keda] [hpa] [all]   (default: static apiserver)
 #
 #   static     helm, kubeconform, Kubernetes + KEDA + prometheus-operator JSON schemas, promtool
 #   apiserver  etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok (tier 2)
 #   pods       kubelet, Docker and containerd, CNI plugins, debootstrap (tier 3: real pods)
-#   keda       the KEDA operator (tier 5)
+#   keda       the KEDA operator and its metrics adapter (tier 5)
+#   hpa        prometheus-adapter (tier 5, the HPA without KEDA)
 #
 # Only the Go module proxy, PyPI and Debian's packages are used: no container registry.
 set -euo pipefail
@@ -178,6 +179,12 @@ keda_() {
     (cd "$w" && go build -trimpath -ldflags="-s -w" -o "$dir/keda-operator" ./cmd/operator)
   fi
   link keda-operator "$dir/keda-operator"
+  # KEDA's metrics adapter: the external metrics API the HPA reads to scale beyond one replica
+  if [ ! -x "$dir/keda-adapter" ]; then
+    log "building the KEDA metrics adapter $KEDA_VERSION (about 5 minutes with the operator's modules cached)"
+    (cd "$K8S_TOOLS/src/keda-$KEDA_VERSION" && go build -trimpath -ldflags="-s -w" -o "$dir/keda-adapter" ./cmd/adapter)
+  fi
+  link keda-adapter "$dir/keda-adapter"
   # every KEDA CRD (the operator watches them all)
   if [ ! -f "$dir/crds/.done" ]; then
     local src; src=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
@@ -187,17 +194,35 @@ keda_() {
   link keda-crds "$dir/crds"
 }
 
+# prometheus-adapter serves Prometheus series as the external metrics API (the HPA path without KEDA)
+prometheus_adapter_() {
+  local dir=$K8S_TOOLS/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION
+  if [ ! -x "$dir/prometheus-adapter" ]; then
+    log "building prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (about 5 minutes)"
+    # `go install ...@version` fails here: the proxy refuses the module's version list (403), which
+    # go install reads for deprecations; build in a copy of the module instead
+    local w=$K8S_TOOLS/src/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION src
+    if [ ! -d "$w" ]; then
+      src=$(module_dir "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION")
+      cp -r "$src" "$w.tmp" && chmod -R u+w "$w.tmp" && mv "$w.tmp" "$w"
+    fi
+    (cd "$w" && go build -trimpath -ldflags="-s -w" -o "$dir/prometheus-adapter" ./cmd/adapter)
+  fi
+  link prometheus-adapter "$dir/prometheus-adapter"
+}
+
 static() { helm_; kubeconform_; k8s_schemas; crd_schemas; promtool_; }
 apiserver() { apt_install curl openssl; etcd_; kubernetes_ kube-apiserver kube-controller-manager kube-scheduler kubectl; kwok_; }
 pods() { pods_; }
 keda() { keda_; }
+hpa() { prometheus_adapter_; }
 
 start=$(date +%s)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(static apiserver)
 for t in "${targets[@]}"; do
   case $t in
-    static|apiserver|pods|keda) "$t" ;;
-    all) static; apiserver; pods; keda ;;
+    static|apiserver|pods|keda|hpa) "$t" ;;
+    all) static; apiserver; pods; keda; hpa ;;
     *) echo "unknown target: $t" >&2; exit 2 ;;
   esac
 done

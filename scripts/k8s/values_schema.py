@@ -5,49 +5,54 @@
 tests/chart checks that the committed schema is what this prints.
 """
 
+from __future__ import annotations
+
 import json
+from typing import Any
+
+Schema = dict[str, Any]
 
 
-def obj(props, desc=None, **kw):
-    d = {"type": "object", "additionalProperties": False, "properties": props}
+def obj(props: dict[str, Schema], desc: str | None = None, **kw: Any) -> Schema:
+    d: Schema = {"type": "object", "additionalProperties": False, "properties": props}
     if desc:
         d["description"] = desc
     d.update(kw)
     return d
 
 
-def s(desc, **kw):
+def s(desc: str, **kw: Any) -> Schema:
     return {"type": "string", "description": desc, **kw}
 
 
-def i(desc, minimum=None, **kw):
-    d = {"type": "integer", "description": desc, **kw}
+def i(desc: str, minimum: int | None = None, **kw: Any) -> Schema:
+    d: Schema = {"type": "integer", "description": desc, **kw}
     if minimum is not None:
         d["minimum"] = minimum
     return d
 
 
-def n(desc, **kw):
+def n(desc: str, **kw: Any) -> Schema:
     return {"type": "number", "description": desc, **kw}
 
 
-def b(desc):
+def b(desc: str) -> Schema:
     return {"type": "boolean", "description": desc}
 
 
-def free(desc):
+def free(desc: str) -> Schema:
     return {"type": "object", "description": desc}
 
 
-def strmap(desc):
+def strmap(desc: str) -> Schema:
     return {"type": "object", "description": desc, "additionalProperties": {"type": "string"}}
 
 
-def arr(desc, items=None):
+def arr(desc: str, items: Schema | None = None) -> Schema:
     return {"type": "array", "description": desc, **({"items": items} if items else {})}
 
 
-def image(desc):
+def image(desc: str) -> Schema:
     return obj(
         {
             "repository": s("image repository", minLength=1),
@@ -68,7 +73,7 @@ sched = {
 }
 
 
-def port(desc):
+def port(desc: str) -> Schema:
     return i(desc, 1, maximum=65535)
 
 
@@ -251,6 +256,7 @@ schema = obj(
                                 "cooldownPeriod": i("seconds idle before scaling to zero", 0),
                                 "lagCount": i("target lag per worker", 1),
                                 "activationLagCount": i("lag above which workers start from zero", 0),
+                                "behavior": free("the HPA's autoscaling/v2 behavior (scaleUp, scaleDown)"),
                             },
                             "KEDA",
                         ),
@@ -261,6 +267,7 @@ schema = obj(
                                 "maxReplicas": i("max", 1),
                                 "metricName": s("external metric", minLength=1),
                                 "targetAverageValue": n("target per worker", exclusiveMinimum=0),
+                                "behavior": free("autoscaling/v2 behavior (scaleUp, scaleDown)"),
                             },
                             "HPA",
                         ),

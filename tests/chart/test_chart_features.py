@@ -106,6 +106,13 @@ class TestWorkerKeda:
         }  # fmt: skip
         assert "replicas" not in one(docs, "Deployment", "-worker")["spec"]
         assert "authenticationRef" not in trigger
+        assert "advanced" not in scaled["spec"]  # the HPA's behavior: Kubernetes' defaults
+
+    def test_the_hpa_behavior_between_one_and_max(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        behavior = {"scaleDown": {"stabilizationWindowSeconds": 30}}
+        keda = {"worker": {"autoscaling": {"keda": {"enabled": True, "behavior": behavior}}}}
+        scaled = one(render(keda), "ScaledObject")
+        assert jmespath.search("spec.advanced.horizontalPodAutoscalerConfig.behavior", scaled) == behavior
 
     def test_with_scale_to_zero_the_gateway_stays_ready_without_workers(self, render, one) -> None:  # type: ignore[no-untyped-def]
         def readiness(values: dict[str, Any]) -> str:
@@ -138,6 +145,16 @@ class TestWorkerHpa:
         hpa = one(render({"worker": {"autoscaling": {"hpa": {"enabled": True}}}}), "HorizontalPodAutoscaler", "-worker")
         assert jmespath.search("spec.metrics[0].external.metric.name", hpa) == "quanta_queue_lag"
         assert jmespath.search("spec.metrics[0].external.target.averageValue", hpa) == "5"
+        assert jmespath.search("spec.metrics[0].external.metric.selector.matchLabels", hpa) == {
+            "service": "quanta-gateway"
+        }
+        assert "behavior" not in hpa["spec"]
+
+    def test_behavior(self, render, one) -> None:  # type: ignore[no-untyped-def]
+        behavior = {"scaleDown": {"stabilizationWindowSeconds": 0}, "scaleUp": {"selectPolicy": "Max"}}
+        hpa = one(render({"worker": {"autoscaling": {"hpa": {"enabled": True, "behavior": behavior}}}}),
+                  "HorizontalPodAutoscaler", "-worker")  # fmt: skip
+        assert hpa["spec"]["behavior"] == behavior
 
 
 class TestWorker:
@@ -311,4 +328,5 @@ class TestHelmTest:
         pod = one(render(), "Pod", "-test-query")
         assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
         args = pod["spec"]["containers"][0]["args"]
-        assert args[1] == "http://quanta-gateway:80/v1/datasets/watdiv-100k/query" and args[3] == "3"
+        assert args[1] == "http://quanta-gateway:80/sparql/watdiv-100k" and args[3] == "3"
+        assert "application/sparql-results+json" in args[0]

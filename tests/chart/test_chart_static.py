@@ -4,6 +4,7 @@ impossible combinations fail at render with a message naming the key."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,14 @@ EXTERNAL_TLS_SENTINEL = {
         },
     }
 }
+# an HPA behavior: kubeconform checks it against the HPA's and the ScaledObject's schemas
+SCALE_DOWN = {
+    "scaleDown": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}]}
+}
 MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
     "keda": {"worker": {"autoscaling": {"keda": {"enabled": True}}}},
-    "hpa": {"worker": {"autoscaling": {"hpa": {"enabled": True}}}},
+    "hpa": {"worker": {"autoscaling": {"hpa": {"enabled": True, "behavior": SCALE_DOWN}}}},
     "external-redis-tls-sentinel": {
         **EXTERNAL_TLS_SENTINEL,
         "worker": {"autoscaling": {"keda": {"enabled": True}}},
@@ -35,7 +40,10 @@ MATRIX: dict[str, dict[str, Any]] = {
     "ingress": {"gateway": {"ingress": {"enabled": True, "host": "sparql.example", "tlsSecret": "sparql-tls"}}},
     "everything": {
         "gateway": {"autoscaling": {"enabled": True}, "ingress": {"enabled": True, "host": "sparql.example"}},
-        "worker": {"podDisruptionBudget": {"enabled": True}, "autoscaling": {"keda": {"enabled": True}}},
+        "worker": {
+            "podDisruptionBudget": {"enabled": True},
+            "autoscaling": {"keda": {"enabled": True, "behavior": SCALE_DOWN}},
+        },
         "monitoring": {
             "labels": {"release": "kube-prometheus-stack"},
             "serviceMonitor": {"enabled": True},
@@ -132,9 +140,6 @@ def test_impossible_combinations_fail_with_a_clear_message(render_error, values,
 
 
 def test_the_schema_is_what_its_generator_writes() -> None:
-    import subprocess as sp
-    import sys
-
     script = Path(__file__).resolve().parents[2] / "scripts" / "k8s" / "values_schema.py"
-    written = sp.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    written = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
     assert written == (CHART / "values.schema.json").read_text()

@@ -87,9 +87,9 @@ def test_every_alert_has_a_unit_test(rules) -> None:  # type: ignore[no-untyped-
 
 
 @pytest.mark.parametrize("alert", sorted(CASES))
-def test_each_alert_fires_on_bad_series_and_stays_quiet_on_healthy_ones(
+def test_each_alert_fires_on_bad_series_and_stays_quiet_on_healthy_ones(  # type: ignore[no-untyped-def]
     rules, promtool, alert: str, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     path, by_name = rules
     severity, firing, at, quiet = CASES[alert]
     assert by_name[alert]["labels"]["severity"] == severity

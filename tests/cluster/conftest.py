@@ -6,12 +6,15 @@ The tests are marked `cluster`; without the tools they skip unless QUANTA_K8S_RE
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +96,7 @@ class Cluster:
         return self.run("helm", *args, **kw)
 
     def get(self, *args: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", *args, "-o", "json"))
+        return json.loads(self.kubectl("get", *args, "-o", "json"))  # type: ignore[no-any-return]
 
     def install_crds(self) -> None:
         self.kubectl("apply", "--server-side", "-f", str(TOOLS / "schemas-crds" / "crds"))
@@ -119,12 +122,104 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.script("stop")
 
 
+def certificates(folder: Path, *names: str) -> Path:
+    """A CA and a certificate it signs for 127.0.0.1, localhost and `names`, good for serving and as a
+    client (ca.crt, tls.crt, tls.key in `folder`): what a metrics adapter shows the API server, and
+    what KEDA's adapter and operator show each other on their gRPC link."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sans = ",".join(["IP:127.0.0.1", "DNS:localhost", *(f"DNS:{n}" for n in names)])
+    (folder / "ext").write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth,clientAuth\n")
+    for args in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=quanta-test-ca",
+         "-keyout", "ca.key", "-out", "ca.crt"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=metrics-adapter", "-keyout", "tls.key",
+         "-out", "tls.csr"],
+        ["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+         "-extfile", "ext", "-out", "tls.crt"],
+    ):  # fmt: skip
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+    return folder
+
+
+@contextmanager
+def background(command: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the test's own (an operator, an adapter, Prometheus), its output in `log`."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+EXTERNAL_METRICS = "v1beta1.external.metrics.k8s.io"
+
+
+def register_external_metrics(cluster: Cluster, namespace: str, service: str, port: int, ca: Path) -> float:
+    """Serve the external metrics API (external.metrics.k8s.io/v1beta1, what an HPA's External metric
+    reads) from an adapter listening on this host's loopback at `port`; seconds until it is Available.
+
+    The APIService names a Service; the API server's default (cluster IP) routing dials an ExternalName
+    Service by its name, here `localhost`. The other ways need an address off loopback: a ClusterIP
+    does not route without kube-proxy, and with --enable-aggregator-routing the API server dials an
+    EndpointSlice address, which may not be loopback (validation refuses 127.0.0.0/8). The adapter's
+    certificate names `SERVICE.NAMESPACE.svc` (what the API server checks) and is signed by `ca`."""
+    started = time.monotonic()
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
+             "spec": {"type": "ExternalName", "externalName": "localhost"}},
+            {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": EXTERNAL_METRICS},
+             "spec": {"group": "external.metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100,
+                      "versionPriority": 100, "caBundle": base64.b64encode(ca.read_bytes()).decode(),
+                      "service": {"namespace": namespace, "name": service, "port": port}}},
+        ],
+    }))  # fmt: skip
+    cluster.kubectl("wait", "--for=condition=Available", f"apiservice/{EXTERNAL_METRICS}", "--timeout=60s", timeout=90)
+    return time.monotonic() - started
+
+
+def external_metric(cluster: Cluster, namespace: str, name: str, selector: dict[str, str]) -> float:
+    """The value the external metrics API gives an HPA for `name` (what the adapter serves)."""
+    query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in selector.items())})
+    answer = json.loads(
+        cluster.kubectl("get", "--raw", f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{name}?{query}")
+    )
+    return sum(quantity(item["value"]) for item in answer["items"])
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity as the HPA reports metrics: "20", "6667m"."""
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
 class Release:
-    def __init__(self, cluster: Cluster, port: int, values: list[str]) -> None:
+    def __init__(self, cluster: Cluster, port: int, worker_metrics_port: int, values: list[str]) -> None:
         self.cluster = cluster
         self.port = port
         self.url = f"http://127.0.0.1:{port}/v1/datasets/watdiv-100k/query"
+        self.worker_metrics = f"http://127.0.0.1:{worker_metrics_port}/metrics"  # host network: one worker a node
         self.values = values  # the install's -f/--set arguments, for upgrades
+
+    def sparql_request(self, query: str, accept: str, dataset: str = "watdiv-100k") -> urllib.request.Request:
+        """GET /sparql/DATASET?query=... (the SPARQL 1.1 Protocol endpoint)."""
+        url = f"http://127.0.0.1:{self.port}/sparql/{dataset}?" + urllib.parse.urlencode({"query": query})
+        return urllib.request.Request(url, headers={"accept": accept})
+
+    def sparql(self, query: str, dataset: str = "watdiv-100k") -> list[tuple[str, ...]]:
+        """A SELECT's rows through the SPARQL endpoint (JSON results), each binding's value by variable."""
+        request = self.sparql_request(query, "application/sparql-results+json", dataset)
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert response.headers["content-type"].startswith("application/sparql-results+json")
+            answer = json.load(response)
+        names = answer["head"]["vars"]
+        return [tuple(b[v]["value"] for v in names) for b in answer["results"]["bindings"]]
 
     def page(self, body: dict[str, str], dataset: str = "watdiv-100k") -> dict[str, Any]:
         url = self.url.replace("/watdiv-100k/", f"/{dataset}/")
@@ -160,12 +255,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     try:
         cluster.script("start", "--kubelet")
         cluster.script("import", *IMAGES, timeout=600)
-        gateway_port = free_port()
+        gateway_port, worker_port = free_port(), free_port()
         values = ["-f", str(ROOT / "tests" / "cluster" / "values-real-pods.yaml"),
-                  "--set", f"gateway.port={gateway_port}", "--set", f"worker.metricsPort={free_port()}",
+                  "--set", f"gateway.port={gateway_port}", "--set", f"worker.metricsPort={worker_port}",
                   "--set", f"redis.embedded.port={free_port()}"]  # fmt: skip
         cluster.helm("install", "q", str(CHART), "-n", NS, "--create-namespace", "--wait", "--timeout", "4m", *values,
                      timeout=400)  # fmt: skip
-        yield Release(cluster, gateway_port, values)
+        yield Release(cluster, gateway_port, worker_port, values)
     finally:
         cluster.script("stop")
