@@ -52,3 +52,22 @@ def test_examples_need_a_name_and_a_query(tmp_path: Path) -> None:
         parse_catalog({"a": {"path": "a", "examples": [{"name": "x"}]}}, base=tmp_path)
     with pytest.raises(CatalogError, match="examples"):
         parse_catalog({"a": {"path": "a", "examples": "missing.toml"}}, base=tmp_path)
+
+
+def test_named_graphs_in_the_catalog_and_back(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(
+        '[datasets.a]\npath = "a.hdt"\n[datasets.a.graphs]\n"http://example.org/g1" = "g1.hdt"\n'
+        '"http://example.org/g2" = "sub/g2.hdt"\n'
+    )
+    a = load_catalog(catalog)["a"]
+    assert a.graph("http://example.org/g2") == (tmp_path / "sub" / "g2.hdt").resolve()
+    assert a.graph("http://example.org/g3") is None
+    assert a.public()["graphs"] == ["http://example.org/g1", "http://example.org/g2"]
+    write_catalog({"a": a}, tmp_path / "again.toml")
+    assert load_catalog(tmp_path / "again.toml")["a"].graphs == a.graphs
+
+
+def test_a_graph_name_is_an_absolute_iri(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="not an absolute IRI"):
+        parse_catalog({"a": {"path": "a.hdt", "graphs": {"g1": "g1.hdt"}}}, base=tmp_path)

@@ -21,6 +21,8 @@ ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         Token(Kind.REFERENCE, "watdiv-100k", b"0f3a9c", mode=2),
         Token(Kind.QUERY, "d", 'SELECT * WHERE { ?s ?p "é" }'.encode()),
         Token(Kind.VALUE, "x" * 64, b""),
+        Token(Kind.VALUE, "watdiv", b"plan", graph="http://example.org/graphs/é"),
+        Token(Kind.QUERY, "d", b"ASK {}", graph="http://g" + "x" * 300),
     ],
 )
 def test_round_trip(token: Token) -> None:
@@ -96,3 +98,13 @@ def test_kind_and_dataset_are_signed() -> None:
 def test_garbage_refused(garbage: str) -> None:
     with pytest.raises(InvalidToken):
         Signer([K1]).verify(garbage)
+
+
+def test_a_token_binds_its_graph() -> None:
+    """The graph is signed with the rest: changing it breaks the signature."""
+    signer = Signer([K1])
+    raw = bytearray(base64.urlsafe_b64decode(signer.sign(Token(Kind.VALUE, "d", b"p", graph="http://a")) + "=="))
+    raw[raw.index(b"http://a") + 7] = ord("b")
+    forged = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    with pytest.raises(InvalidToken):
+        signer.verify(forged)

@@ -13,6 +13,9 @@ default = true                    # the dataset of the SPARQL endpoint's /sparql
 examples = "watdiv-100k.examples.toml"  # the query page's example queries: a file of them (relative
                                   # to the catalog), or the list itself ([[datasets.NAME.examples]])
 
+[datasets.watdiv-100k.graphs]     # named graphs, each an HDT file of its own (relative to the catalog)
+"http://example.org/graphs/extra" = "data/extra.hdt"
+
 An examples file holds `[[example]]` tables, each a `name` and a `query`.
 """
 
@@ -59,6 +62,13 @@ class Dataset:
     # The dataset /sparql queries (at most one; none marked: the first in the catalog).
     default: bool = False
     examples: tuple[Example, ...] = ()
+    # Named graphs beside the default graph: (IRI, HDT file) pairs. Each file is
+    # its own store: a saved plan names its store, so it resumes on that graph only.
+    graphs: tuple[tuple[str, Path], ...] = ()
+
+    def graph(self, iri: str) -> Path | None:
+        """The file of a named graph; None if the dataset has no graph of that IRI."""
+        return next((path for name, path in self.graphs if name == iri), None)
 
     def public(self) -> dict[str, object]:
         """What GET /v1/datasets shows (never the file path)."""
@@ -69,6 +79,7 @@ class Dataset:
             "max_results": self.max_results,
             "plan_mode": self.plan_mode,
             "examples": [{"name": e.name, "query": e.query} for e in self.examples],
+            "graphs": [iri for iri, _ in self.graphs],
         }
 
 
@@ -101,6 +112,8 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
         values["path"] = (base / str(values["path"])).resolve()
         if "examples" in values:
             values["examples"] = _examples(values["examples"], base, f"{origin}: dataset {name}")
+        if "graphs" in values:
+            values["graphs"] = _graphs(values["graphs"], base, f"{origin}: dataset {name}")
         dataset = Dataset(name=name, **values)  # type: ignore[arg-type]
         if dataset.plan_mode not in PLAN_MODES:
             raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
@@ -132,6 +145,16 @@ def _examples(value: object, base: Path, origin: str) -> tuple[Example, ...]:
         return tuple(Example(name=str(e["name"]), query=str(e["query"])) for e in value)
     except KeyError as missing:
         raise CatalogError(f"{origin}: examples: each needs a name and a query (missing {missing})") from None
+
+
+def _graphs(value: object, base: Path, origin: str) -> tuple[tuple[str, Path], ...]:
+    """Named graphs: a table of absolute IRIs to HDT files (relative to the catalog)."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise CatalogError(f"{origin}: graphs: expected a table of graph IRIs to HDT files")
+    for iri in value:
+        if ":" not in iri or any(c in iri for c in ' <>"{}|^`\\'):
+            raise CatalogError(f"{origin}: graphs: {iri!r} is not an absolute IRI")
+    return tuple((iri, (base / file).resolve()) for iri, file in value.items())
 
 
 def default_dataset(datasets: dict[str, Dataset]) -> Dataset:
@@ -171,6 +194,10 @@ def write_catalog(datasets: dict[str, Dataset], path: Path) -> None:
             *(["default = true"] if d.default else []),
             "",
         ]
+        if d.graphs:
+            lines += [f"[datasets.{json.dumps(d.name)}.graphs]"]
+            lines += [f"{json.dumps(iri)} = {json.dumps(str(path))}" for iri, path in d.graphs]
+            lines += [""]
         for example in d.examples:
             lines += [
                 f"[[datasets.{json.dumps(d.name)}.examples]]",

@@ -26,6 +26,11 @@ class QueryRequest(BaseModel):
 
     query: str | None = Field(None, description="SPARQL query text (the server fragment: see docs/protocol.md)")
     next: str | None = Field(None, description="the `next` token of the previous page")
+    graph: str | None = Field(
+        None,
+        description="the IRI of one of the dataset's named graphs (GET /v1/datasets lists them); omitted: the "
+        "default graph. A `next` token stays bound to the graph its query started on.",
+    )
     plan: Literal["auto", "value", "reference"] | None = Field(
         None,
         description="how to return the saved plan: in the token (value), kept server-side (reference), or the "

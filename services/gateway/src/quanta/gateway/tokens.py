@@ -7,6 +7,9 @@ passed off as another kind. Layout (then base64url, no padding):
 
     version(1) kind(1) mode(1) len(kid)(1) kid  len(dataset)(1) dataset  payload  mac(32)
 
+Version 2, for a query on one of the dataset's named graphs, also binds the
+graph: `len(graph)(2) graph` follows the dataset.
+
 payload: the saved plan (kind "value"), a Redis plan id ("reference"), or the
 query text ("query": a query that timed out before any state was saved).
 mac: HMAC-SHA256 under the key `kid` over every byte before it; key ids let
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 VERSION = 1
+GRAPH_VERSION = 2  # the layout with a graph
 MAC_BYTES = 32
 ALPHABET = re.compile(rb"^[A-Za-z0-9_-]*$")
 
@@ -45,6 +49,7 @@ class Token:
     payload: bytes
     # The plan mode the client asked for (queue_pb2.PlanMode), kept for the next pages.
     mode: int = 0
+    graph: str = ""  # a named graph's IRI; "" the default graph
 
 
 class Signer:
@@ -57,15 +62,16 @@ class Signer:
         self.keys = {kid.encode(): secret for kid, secret in keys}
 
     def sign(self, token: Token) -> str:
-        name = token.dataset.encode()
-        header = bytes((VERSION, token.kind, token.mode, len(self.kid)))
-        body = b"".join((header, self.kid, bytes((len(name),)), name, token.payload))
+        name, graph = token.dataset.encode(), token.graph.encode()
+        header = bytes((GRAPH_VERSION if graph else VERSION, token.kind, token.mode, len(self.kid)))
+        bound = len(graph).to_bytes(2, "big") + graph if graph else b""
+        body = b"".join((header, self.kid, bytes((len(name),)), name, bound, token.payload))
         mac = hmac.new(self.keys[self.kid], body, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode()
 
     def verify(self, text: str) -> Token:
         raw = _decode(text)
-        if len(raw) < 5 + MAC_BYTES or raw[0] != VERSION:
+        if len(raw) < 5 + MAC_BYTES or raw[0] not in (VERSION, GRAPH_VERSION):
             raise InvalidToken("not a token of this service")
         body, mac = raw[:-MAC_BYTES], raw[-MAC_BYTES:]
         kid_end = 4 + body[3]
@@ -80,9 +86,14 @@ class Signer:
             kind = Kind(body[1])
             name_end = kid_end + 1 + body[kid_end]
             dataset = body[kid_end + 1 : name_end].decode()
+            graph = ""
+            if body[0] == GRAPH_VERSION:
+                graph_end = name_end + 2 + int.from_bytes(body[name_end : name_end + 2], "big")
+                graph = body[name_end + 2 : graph_end].decode()
+                name_end = graph_end
         except (ValueError, IndexError) as error:
             raise InvalidToken("malformed token") from error
-        return Token(kind=kind, dataset=dataset, payload=body[name_end:], mode=body[2])
+        return Token(kind=kind, dataset=dataset, payload=body[name_end:], mode=body[2], graph=graph)
 
 
 def _decode(text: str) -> bytes:

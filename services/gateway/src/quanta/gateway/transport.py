@@ -37,15 +37,14 @@ class DispatcherTransport:
         found = self.catalog.get(dataset)
         if found is None:
             raise QueryError(ErrorKind.UNKNOWN_DATASET, f"no dataset named {dataset!r}")
-        return []
+        return [iri for iri, _ in found.graphs]
 
     async def run(self, request: SubRequest) -> SubPage:
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset,
             plan_mode=queue_pb2.PLAN_MODE_VALUE, rows=queue_pb2.ROW_FORMAT_TERMS,
+            graph=request.graph or "",
         )  # fmt: skip
-        if request.graph is not None:
-            raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"named graphs are not served yet: <{request.graph}>")
         _input(task, request)
         outcome = await self.dispatcher.run(CLIENT, task, charge=False)
         if isinstance(outcome, Answered):

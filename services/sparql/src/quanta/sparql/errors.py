@@ -132,3 +132,9 @@ class UnknownDataset(QuantaError):
     """No dataset of that name."""
 
     kind = ErrorKind.UNKNOWN_DATASET
+
+
+class UnknownGraph(QuantaError):
+    """The dataset has no named graph of that IRI."""
+
+    kind = ErrorKind.UNKNOWN_GRAPH

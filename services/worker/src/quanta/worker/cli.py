@@ -65,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     # Blocking reads wait up to a second on top of the command timeout.
     client = sync_client(settings.redis, socket_timeout=settings.redis.socket_timeout_s + BLOCK_S)
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
+    graphs = {name: {iri: open_dataset(d, client, iri) for iri, _ in d.graphs} for name, d in datasets.items()}
     gc.freeze()  # what start-up built lives as long as the process: keep collections off it
     idle = settings.reclaim_idle_ms or reclaim_idle_ms(datasets.values())
-    runner = Runner(datasets, stores, client, settings.name)
+    runner = Runner(datasets, stores, client, settings.name, graphs)
     consumer = Consumer(
         client, runner, settings.name, reclaim_idle_ms=idle, block_ms=int(BLOCK_S * 1000), health=health
     )
@@ -94,23 +95,28 @@ def reclaim_idle_ms(datasets: Iterable[Dataset]) -> int:
     return 600_000 if longest == float("inf") else max(1000, int(10 * longest))
 
 
-def open_dataset(dataset: Dataset, client: redis.Redis) -> TripleStore:
-    """Open an HDT file with the configured storage backend (the catalog's
-    `backend`, else $QUANTA_BACKEND, else the default); if its side index is
-    missing, one worker builds it (under a Redis lock) while the others wait."""
+def open_dataset(dataset: Dataset, client: redis.Redis, graph: str | None = None) -> TripleStore:
+    """Open a dataset's HDT file (or one of its named graphs' files) with the
+    configured storage backend (the catalog's `backend`, else $QUANTA_BACKEND,
+    else the default); if its side index is missing, one worker builds it
+    (under a Redis lock) while the others wait. A named graph's store is named
+    after it, so a plan saved on it resumes on no other graph."""
     backend = backend_name(dataset.backend or None)
-    index = Path(side_index_path(str(dataset.path), backend))
+    path = dataset.path if graph is None else dataset.graph(graph)
+    assert path is not None
+    name = dataset.name if graph is None else f"{dataset.name} <{graph}>"
+    index = Path(side_index_path(str(path), backend))
     lock = f"quanta:lock:index:{index}"
     while not index.exists():
         if client.set(lock, "1", nx=True, ex=1800):
             try:
-                with native_output_logged(f"indexed {dataset.path}"):
-                    return open_store(str(dataset.path), name=dataset.name, backend=backend)  # builds the index
+                with native_output_logged(f"indexed {path}"):
+                    return open_store(str(path), name=name, backend=backend)  # builds the index
             finally:
                 client.delete(lock)
-        log.info("waiting for another worker to index the dataset", extra={"path": str(dataset.path)})
+        log.info("waiting for another worker to index the dataset", extra={"path": str(path)})
         time.sleep(0.5)
-    return open_store(str(dataset.path), name=dataset.name, backend=backend)
+    return open_store(str(path), name=name, backend=backend)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from quanta.sparql.errors import (
     QuantaError,
     QuerySyntaxError,
     UnknownDataset,
+    UnknownGraph,
     UnsupportedQuery,
 )
 
@@ -31,10 +32,16 @@ class Runner:
     failure becomes an error reply the client can act on."""
 
     def __init__(
-        self, datasets: Mapping[str, Dataset], stores: Mapping[str, TripleStore], client: redis.Redis, name: str
+        self,
+        datasets: Mapping[str, Dataset],
+        stores: Mapping[str, TripleStore],
+        client: redis.Redis,
+        name: str,
+        graphs: Mapping[str, Mapping[str, TripleStore]] | None = None,
     ):
         self.datasets = datasets
-        self.stores = stores
+        self.stores = stores  # each dataset's default graph
+        self.graphs = graphs or {}  # each dataset's named graphs, by IRI
         self.redis = client
         self.name = name
 
@@ -80,8 +87,17 @@ class Runner:
         )
         return reply, page
 
+    def store(self, dataset: Dataset, graph: str) -> TripleStore:
+        """The store of the task's graph: the default graph, or a named graph."""
+        if not graph:
+            return self.stores[dataset.name]
+        store = self.graphs.get(dataset.name, {}).get(graph)
+        if store is None:
+            raise UnknownGraph(f"dataset {dataset.name} has no graph <{graph}>")
+        return store
+
     def _execute(self, task: q.Task, dataset: Dataset) -> Page:
-        store = self.stores[dataset.name]
+        store = self.store(dataset, task.graph)
         seconds = None if dataset.quantum_ms == float("inf") else dataset.quantum_ms / 1000
         kind = task.WhichOneof("input")
         if kind == "query":

@@ -70,7 +70,7 @@ async def query(name: str, request: Request) -> Response:
     if task.WhichOneof("input") == "query" and isinstance(outcome, Answered | Failed | ReplyTimeout):
         metrics.QUERIES_STARTED.labels(name).inc()
     if isinstance(outcome, ReplyTimeout):
-        resume = body.next or services.signer.sign(Token(Kind.QUERY, name, task.query.encode(), mode))
+        resume = body.next or services.signer.sign(Token(Kind.QUERY, name, task.query.encode(), mode, task.graph))
         raise outcome_problem(outcome, next=resume)
     if not isinstance(outcome, Answered):
         raise outcome_problem(outcome)
@@ -78,9 +78,9 @@ async def query(name: str, request: Request) -> Response:
     page = outcome.page
     where = page.WhichOneof("next")
     if where == "plan":
-        token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode))
+        token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode, task.graph))
     elif where == "plan_ref":
-        token = services.signer.sign(Token(Kind.REFERENCE, name, page.plan_ref.encode(), mode))
+        token = services.signer.sign(Token(Kind.REFERENCE, name, page.plan_ref.encode(), mode, task.graph))
     else:
         token = None
         metrics.QUERIES_COMPLETED.labels(name).inc()
@@ -104,7 +104,10 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
             raise Problem(
                 ErrorKind.QUERY_TOO_LONG, f"{len(body.query)} characters; this service takes up to {max_chars}"
             )
+        if body.graph and dataset.graph(body.graph) is None:
+            raise Problem(ErrorKind.UNKNOWN_GRAPH, f"dataset {dataset.name} has no graph <{body.graph}>")
         task.query = body.query
+        task.graph = body.graph or ""
         return MODES[body.plan] if body.plan else 0
     try:
         token = signer.verify(body.next or "")
@@ -115,6 +118,9 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
         raise Problem(
             ErrorKind.DATASET_MISMATCH, f"this token continues a query on {token.dataset!r}, not {dataset.name!r}"
         )
+    if body.graph is not None and body.graph != token.graph:
+        raise Problem(ErrorKind.DATASET_MISMATCH, f"this token continues a query on graph <{token.graph or 'default'}>")
+    task.graph = token.graph
     if token.kind is Kind.VALUE:
         task.plan = token.payload
     elif token.kind is Kind.REFERENCE:
