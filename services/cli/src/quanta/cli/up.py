@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
             return 1
         name = next(iter(datasets))
         print(f"quanta is up at {url} ({args.workers} workers; datasets: {', '.join(datasets)})")
-        print(f"  try: curl -s {url}/v1/datasets/{name}/query -H 'Content-Type: application/json' \\")
-        print(f'         -d \'{{"query": "{EXAMPLE}"}}\'')
-        print(f"   or: quanta client {url} {name} '{EXAMPLE}'")
+        print(f"  SPARQL endpoint: {url}/sparql (any SPARQL 1.1 client; {url}/sparql/{name} by name)")
+        print(f"  try: curl -s {url}/sparql --data-urlencode 'query={EXAMPLE}'")
+        print(f"   or, one quantum per request: quanta client {url} {name} '{EXAMPLE}'")
         print("  Ctrl-C stops everything.", flush=True)
         while not stopping:
             if gateway.poll() is not None:
