@@ -4,7 +4,7 @@
 #
 #   scripts/k8s/tools.sh [static] [apiserver] [pods] [keda] [hpa] [all]   (default: static apiserver)
 #
-#   static     helm, kubeconform, Kubernetes + KEDA + prometheus-operator JSON schemas, promtool
+#   static     helm, kubeconform, Kubernetes + KEDA + prometheus-operator + skaffold JSON schemas, promtool
 #   apiserver  etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok (tier 2)
 #   pods       kubelet, Docker and containerd, CNI plugins, debootstrap (tier 3: real pods)
 #   keda       the KEDA operator and its metrics adapter (tier 5)
@@ -100,6 +100,18 @@ crd_schemas() {
     touch "$out/.done"
   fi
   link schemas-crds "$out"
+}
+
+# skaffold's JSON schema of its config, as its module ships it (docs-v2/content/en/schemas): the static
+# tier validates skaffold.yaml against it with kubeconform. No skaffold binary is built.
+skaffold_schema() {
+  local out=$K8S_TOOLS/skaffold-schema-$SKAFFOLD_VERSION
+  if [ ! -f "$out/$SKAFFOLD_SCHEMA.json" ]; then
+    log "skaffold $SKAFFOLD_VERSION config schema $SKAFFOLD_SCHEMA"
+    local src; src=$(module_dir "github.com/GoogleContainerTools/skaffold/v2@$SKAFFOLD_VERSION")
+    mkdir -p "$out" && cp "$src/docs-v2/content/en/schemas/$SKAFFOLD_SCHEMA.json" "$out/" && chmod u+w "$out"/*.json
+  fi
+  link skaffold-schema.json "$out/$SKAFFOLD_SCHEMA.json"
 }
 
 promtool_() {
@@ -211,7 +223,7 @@ prometheus_adapter_() {
   link prometheus-adapter "$dir/prometheus-adapter"
 }
 
-static() { helm_; kubeconform_; k8s_schemas; crd_schemas; promtool_; }
+static() { helm_; kubeconform_; k8s_schemas; crd_schemas; skaffold_schema; promtool_; }
 apiserver() { apt_install curl openssl; etcd_; kubernetes_ kube-apiserver kube-controller-manager kube-scheduler kubectl; kwok_; }
 pods() { pods_; }
 keda() { keda_; }

@@ -10,6 +10,8 @@ KWOK_VERSION=v0.8.0
 KEDA_VERSION=v2.21.0               # the operator and its metrics adapter (cmd/adapter, same module)
 PROMETHEUS_ADAPTER_VERSION=v0.12.0 # sigs.k8s.io/prometheus-adapter: the external metrics API without KEDA
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+SKAFFOLD_VERSION=v2.16.1          # the newest skaffold module the Go proxy serves here (by exact version)
+SKAFFOLD_SCHEMA=v4beta13          # its newest config schema: skaffold.yaml's apiVersion
 UV_VERSION=0.13.9               # copied into a FROM-scratch image the Dockerfiles take uv from
 BASE_SUITE=bookworm
 

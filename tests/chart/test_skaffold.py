@@ -1,19 +1,39 @@
-"""skaffold.yaml (no skaffold binary here): it builds the three images from their Dockerfiles, its
-setValueTemplates name real chart values, and each profile's values render valid objects."""
+"""skaffold.yaml (no skaffold binary here): it is valid under skaffold's own JSON schema of its config,
+builds the three images from their Dockerfiles, its setValueTemplates name real chart values, and
+each profile's values render valid objects."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from .conftest import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((ROOT / "skaffold.yaml").read_text())
 
 
+def validate(config: str) -> subprocess.CompletedProcess[str]:
+    """kubeconform with skaffold's schema of its config (from skaffold's module, scripts/k8s/tools.sh)."""
+    schema = tool("skaffold-schema.json").resolve()
+    command = [str(tool("kubeconform")), "-summary", "-schema-location", str(schema), "-"]
+    return subprocess.run(command, input=config, capture_output=True, text=True, timeout=60)
+
+
+def test_valid_under_skaffolds_schema_which_refuses_a_misspelt_key() -> None:
+    text = (ROOT / "skaffold.yaml").read_text()
+    assert f"apiVersion: skaffold/{tool('skaffold-schema.json').resolve().stem}" in text
+    done = validate(text)
+    assert done.returncode == 0 and "Valid: 1, Invalid: 0" in done.stdout, done.stdout + done.stderr
+    misspelt = validate(text.replace("setValueTemplates:", "setValueTemplate:"))
+    assert misspelt.returncode == 1 and "additional properties 'setValueTemplate' not allowed" in misspelt.stdout
+
+
 def test_three_images_from_their_dockerfiles_with_base_images_as_build_args() -> None:
-    assert CONFIG["apiVersion"] == "skaffold/v4beta14"
+    assert CONFIG["apiVersion"] == "skaffold/v4beta13"
     artifacts = {a["image"]: a for a in CONFIG["build"]["artifacts"]}
     assert sorted(artifacts) == ["quanta-gateway", "quanta-loader", "quanta-worker"]
     for image, artifact in artifacts.items():
