@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native clean
 
 install:
 	@scripts/bootstrap.sh
@@ -16,6 +16,7 @@ run: install
 ## The whole test suite (what CI runs): the Python suite, then the chart's tiers (static checks,
 ## rules and dashboards, a real API server, real pods, KEDA), whose tools build once, cached by version.
 test: install
+	cargo test --quiet --manifest-path services/native/Cargo.toml --locked --release --no-default-features
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not chart and not cluster"
 	PYTHON=$(BIN)/python scripts/k8s/test.sh all
 
@@ -31,10 +32,13 @@ test-chart: install
 dev:
 	skaffold dev -p local
 
-## ruff (lint and format) and mypy.
+## ruff (lint and format), mypy, and the native core's rustfmt and clippy.
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/mypy
+	cargo fmt --manifest-path services/native/Cargo.toml --check
+	cargo clippy --quiet --manifest-path services/native/Cargo.toml --locked --release --all-targets \
+	  --no-default-features -- -D warnings
 
 ## Re-resolve uv.lock after editing a pyproject.toml (docs/development.md).
 lock:
@@ -48,7 +52,7 @@ format: install
 proto: install
 	scripts/uv.sh sync --locked --all-packages --quiet --reinstall-package quanta-proto
 
-bench: bench-engine bench-loader bench-service
+bench: bench-engine bench-loader bench-service bench-native
 
 bench-engine: install
 	$(BIN)/python bench/engine.py
@@ -59,6 +63,9 @@ bench-loader: install
 
 bench-service: install
 	$(BIN)/python bench/service.py
+
+bench-native: install
+	$(BIN)/python bench/native.py
 
 clean:
 	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache
