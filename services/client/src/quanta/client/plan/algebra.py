@@ -23,7 +23,9 @@ def copy_node(node: CompValue, **changes: Any) -> CompValue:
     cls = type(node)
     copy: CompValue = cls.__new__(cls)
     OrderedDict.__init__(copy)
-    copy.__dict__.update(node.__dict__)
+    # rdflib sets some members as attributes too (EXISTS's translated `graph`, shadowing
+    # its parse tree): the copy keeps members as items only, so both read the same
+    copy.__dict__.update({k: v for k, v in node.__dict__.items() if k not in node})
     for key in node:
         OrderedDict.__setitem__(copy, key, changes[key] if key in changes else OrderedDict.__getitem__(node, key))
     for key, value in changes.items():

@@ -81,7 +81,11 @@ class _Resolver:
         return value
 
     def node(self, node: CompValue) -> CompValue:
-        changes = {key: self.walk(value) for key, value in node.items() if key != "_vars"}
+        members = {key: value for key, value in node.items() if key != "_vars"}
+        # rdflib keeps a translated EXISTS pattern as an attribute over the item
+        # (whose parse tree it has emptied of FILTERs): the attribute is the pattern
+        members.update({key: value for key, value in node.__dict__.items() if key in members})
+        changes = {key: self.walk(value) for key, value in members.items()}
         name = node.name
         if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS", "ServiceGraphPattern"):
             graph = changes.get("graph")
