@@ -31,11 +31,7 @@ CNT = Namespace("http://www.w3.org/2011/content#")
 HTS = "http://www.w3.org/2011/http-statusCodes#StatusCode"
 READ_ONLY = "SPARQL Update: the service is read-only"
 # Wrong answers or crashes of the smart client, diagnosed (xfail, not strict: remove an entry once it passes).
-CLIENT_GAPS = {
-    "query_dataset_default_graphs_get": "default-graph-uri is ignored (no named graphs yet): ASK answers false",
-    "query_dataset_default_graphs_post": "default-graph-uri is ignored (no named graphs yet): ASK answers false",
-    "query_content_type_describe": "DESCRIBE without WHERE: quanta.sparql.fragment reads the missing pattern (500)",
-}
+CLIENT_GAPS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,27 @@ def test_csv_and_ask_formats(endpoint: httpx.Client, store: ox.Store) -> None:
         assert solutions(response.content, media_type) == expected(store, ask)
 
 
+@pytest.mark.parametrize(
+    "media_type", ["text/turtle", "application/n-triples", "application/rdf+xml", "application/ld+json"]
+)
+def test_each_graph_format(endpoint: httpx.Client, store: ox.Store, media_type: str) -> None:
+    construct = f"CONSTRUCT {{ ?o <{WSDBM}likedBy> ?s }} WHERE {{ ?s <{WSDBM}likes> ?o }}"
+    response = endpoint.get("/sparql/watdiv", params={"query": construct}, headers={"accept": media_type})
+    assert response.status_code == 200 and response.headers["content-type"].startswith(media_type)
+    got = {
+        (t.subject, t.predicate, t.object) for t in ox.parse(response.content, ox.RdfFormat.from_media_type(media_type))
+    }
+    want = {(t.subject, t.predicate, t.object) for t in store.query(construct)}  # type: ignore[union-attr]
+    assert got == want and len(got) > 1000
+
+
+def test_describe(endpoint: httpx.Client) -> None:
+    response = endpoint.get("/sparql/watdiv", params={"query": f"DESCRIBE <{WSDBM}User0>"})
+    assert response.status_code == 200, response.text
+    triples = list(ox.parse(response.content, ox.RdfFormat.TURTLE))
+    assert triples and all(t.subject == ox.NamedNode(f"{WSDBM}User0") for t in triples)
+
+
 def test_nothing_acceptable_is_406_before_anything_runs(service: SparqlService, endpoint: httpx.Client) -> None:
     before = service.tasks_queued()
     response = endpoint.get("/sparql/watdiv", params={"query": LIKES}, headers={"accept": "text/turtle"})

@@ -144,3 +144,8 @@ def test_a_filter_node_is_refused_for_its_expression() -> None:
 def test_details_say_why() -> None:
     with pytest.raises(UnsupportedQuery, match="one default graph"):
         fragment.check(algebra(REFUSED["FROM"]))
+
+
+def test_describe_without_a_pattern() -> None:
+    """DESCRIBE <iri> has no WHERE clause: only the form is client-side."""
+    assert fragment.query_refusals(parse("DESCRIBE <http://example.org/>").algebra.algebra) == ["DESCRIBE"]

@@ -150,6 +150,8 @@ def query_refusals(query: Any) -> list[str]:
     found = [form] if (form := FORMS.get(query.name)) else []
     if _param(query, "datasetClause"):
         found.append("FROM")
+    if query.p is None:  # DESCRIBE <iri> without a WHERE clause: no pattern at all
+        return found
     return _unique(found + select_refusals(query.p))
 
 
