@@ -37,11 +37,13 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A throwaway redis-server process (no persistence), restartable on the
-    same port so tests can simulate a Redis restart."""
+    """A throwaway redis-server process, restartable on the same port so tests can
+    simulate a Redis restart. No persistence, or `appendonly=True`: an append-only
+    file in its directory, as the Helm chart runs Redis (so a restart keeps the data)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, appendonly: bool = False) -> None:
         self.port = port or free_port()
+        self.appendonly = appendonly
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.dir = tempfile.mkdtemp(prefix="quanta-redis-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -60,7 +62,7 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.appendonly else "no",
                 "--dir",
                 self.dir,
             ],
@@ -85,7 +87,7 @@ class RedisServer:
             self.process = None
 
     def restart(self) -> None:
-        """Stop and start again, empty (as a Redis without persistence comes back)."""
+        """Stop and start again: empty without persistence, from its append-only file with it."""
         self.stop()
         self.start()
 
