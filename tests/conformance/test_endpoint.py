@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urljoin
 
 import httpx
 import pyoxigraph
@@ -71,9 +72,6 @@ RESULT_MEDIA = {
 }
 GRAPH_MEDIA = {".ttl": "text/turtle", ".nt": "application/n-triples", ".rdf": "application/rdf+xml"}
 RS = "http://www.w3.org/2001/sw/DataAccess/tests/result-set#"
-# Named graphs are not in the catalog, the queue protocol and the workers yet (the smart client's
-# side of issue 9): until they are, the catalog below holds default graphs only.
-NAMED_GRAPHS = "named graphs: the catalog and the workers serve default graphs only, so far"
 
 CASES: list[Case] = load_cases(ROOT, MANIFESTS) if ROOT.exists() else []
 
@@ -83,19 +81,11 @@ def query_text(case: Case) -> str:
     return f"BASE <{case.query.as_uri()}>\n{case.query.read_text(encoding='utf-8')}"
 
 
-def needs_named_graphs(case: Case) -> bool:
-    """The test's dataset has named graphs, or its query names graphs (GRAPH, FROM, FROM NAMED)."""
-    code = re.sub(r'<[^<>\s]*>|"(?:[^"\\]|\\.)*"|#[^\n]*', " ", case.query.read_text(encoding="utf-8"))
-    return bool(case.graph_data) or re.search(r"\b(GRAPH|FROM)\b", code, re.IGNORECASE) is not None
-
-
 def _params() -> list[object]:
     params: list[object] = []
     for case in CASES:
         reason = SKIPS.get(case.id) or ENDPOINT_SKIPS.get(case.id) or (SERVICE_SKIP if case.service_data else None)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
-        if not reason and needs_named_graphs(case):
-            marks.append(pytest.mark.xfail(reason=NAMED_GRAPHS, strict=False))
         params.append(pytest.param(case, id=case.id, marks=marks))
     return params
 
@@ -103,22 +93,44 @@ def _params() -> list[object]:
 @dataclass
 class Service:
     client: httpx.Client
-    datasets: dict[tuple[Path, ...], str]
+    datasets: dict[tuple[tuple[Path, ...], tuple[Path, ...]], str]
 
 
-def _catalog(folder: Path) -> tuple[Path, dict[tuple[Path, ...], str]]:
-    """One dataset per set of data files (an empty default graph for none), as HDT."""
-    names: dict[tuple[Path, ...], str] = {}
+def graph_files(case: Case) -> tuple[Path, ...]:
+    """The test's named graphs: its qt:graphData, and the local files its FROM / FROM NAMED name
+    (the manifests expect them loaded from their IRIs, relative to the query's location)."""
+    code = re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', " ", case.query.read_text(encoding="utf-8"))
+    named = {urljoin(case.query.as_uri(), iri) for iri in re.findall(r"FROM\s+(?:NAMED\s+)?<([^>]*)>", code, re.I)}
+    local = [Path(iri.removeprefix("file://")) for iri in named if iri.startswith("file://")]
+    return tuple(sorted({*case.graph_data, *(f for f in local if f.is_file())}))
+
+
+def _catalog(folder: Path) -> tuple[Path, dict[tuple[tuple[Path, ...], tuple[Path, ...]], str]]:
+    """One dataset per set of data files (an empty default graph for none) and of named
+    graphs (each file's own IRI names it), as HDT."""
+    names: dict[tuple[tuple[Path, ...], tuple[Path, ...]], str] = {}
+    graph_hdt: dict[Path, Path] = {}
     lines = []
     for case in CASES:
-        if case.data in names:
+        key = (case.data, graph_files(case))
+        if key in names:
             continue
-        name = names[case.data] = f"d{len(names)}"
+        name = names[key] = f"d{len(names)}"
         data = b"".join(to_ntriples(f, blank_prefix=f"f{i}x") for i, f in enumerate(case.data))
         path = write_hdt(data, folder, name)
         open_store(str(path), name)  # its side index, built once before the workers start
         lines += [f"[datasets.{name}]", f'path = "{path.name}"', f"quantum_ms = {QUANTUM_MS}",
                   f"max_results = {PAGE_RESULTS}", ""]  # fmt: skip
+        if key[1]:
+            lines.append(f"[datasets.{name}.graphs]")
+        for file in key[1]:
+            if file not in graph_hdt:
+                graph_hdt[file] = write_hdt(
+                    to_ntriples(file, blank_prefix=f"g{len(graph_hdt)}x"), folder, f"g{len(graph_hdt)}"
+                )
+                open_store(str(graph_hdt[file]))
+            lines.append(f'"{file.as_uri()}" = "{graph_hdt[file].name}"')
+        lines.append("")
     catalog = folder / "catalog.toml"
     catalog.write_text("\n".join(lines))
     return catalog, names
@@ -160,7 +172,9 @@ def test_endpoint(case: Case, service: Service) -> None:
     expected = _expected(case.result)
     accept = _accept(case.result, expected)
     response = service.client.post(
-        f"/sparql/{service.datasets[case.data]}", data={"query": query_text(case)}, headers={"accept": accept}
+        f"/sparql/{service.datasets[case.data, graph_files(case)]}",
+        data={"query": query_text(case)},
+        headers={"accept": accept},
     )
     if response.status_code == 422 and response.json().get("type", "").endswith("/unsupported-operator"):
         pytest.xfail(f"the smart client does not run {response.json().get('operator')} yet")
