@@ -159,6 +159,8 @@ class Execution:
         try:
             async for batch in self.plan.run(self.context):
                 for row in batch:
+                    if self.context.closed:
+                        return  # closed (aclose) while reading: nothing more
                     yield row
         except Cancelled:
             return

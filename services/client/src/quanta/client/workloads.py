@@ -104,15 +104,17 @@ def variants(query: str, count: Callable[[str], int]) -> dict[str, str]:
 
 # Property paths over WatDiv's users (follows, friendOf) and what they like.
 PATHS = {
-    "follows+": f"SELECT ?y WHERE {{ <{WSDBM}User0> <{WSDBM}follows>+ ?y }}",
+    "follows+": f"SELECT ?y WHERE {{ <{WSDBM}User1> <{WSDBM}follows>+ ?y }}",
     "follows*-reverse": f"SELECT ?x WHERE {{ ?x <{WSDBM}follows>* <{WSDBM}User10> }}",
     "friendOf?": f"SELECT ?x ?y WHERE {{ ?x <{WSDBM}subscribes> <{WSDBM}Website7> . ?x <{WSDBM}friendOf>? ?y }}",
     "sequence": f"SELECT ?x ?y WHERE {{ ?x <{WSDBM}follows>/<{WSDBM}likes> ?y }}",
     "alternative": f"SELECT ?x ?y WHERE {{ ?x <{WSDBM}likes>|<{WSDBM}subscribes> ?y }}",
     "inverse": f"SELECT ?x WHERE {{ <{WSDBM}Product0> ^<{WSDBM}likes> ?x }}",
     "negated": f"SELECT ?y WHERE {{ <{WSDBM}User1> !(<{WSDBM}follows>|<{WSDBM}friendOf>) ?y }}",
-    "closure-of-sequence": f"SELECT ?y WHERE {{ <{WSDBM}User3> (<{WSDBM}friendOf>/<{WSDBM}follows>)+ ?y }}",
-    "bound-ends": f"ASK {{ <{WSDBM}User0> <{WSDBM}follows>* <{WSDBM}User5> }}",
+    "closure-of-sequence": (
+        f"SELECT ?y WHERE {{ <{WSDBM}User10> (<{WSDBM}follows>/<{WSDBM}likes>/^<{WSDBM}likes>)+ ?y }}"
+    ),
+    "bound-ends": f"ASK {{ <{WSDBM}User1> <{WSDBM}follows>* <{WSDBM}User5> }}",
     "joined": (
         f"SELECT ?x ?y WHERE {{ ?x <{WSDBM}subscribes> <{WSDBM}Website7> . ?x <{WSDBM}follows>+ ?y . "
         f"?y <{WSDBM}likes> ?z }}"

@@ -2,13 +2,14 @@
 when the server evaluates P1 and P2.
 
 P1 OPTIONAL P2 = (P1 JOIN P2) UNION (the rows of P1 that no row of P1 JOIN P2
-extends): the client sends
-`{ P1 BIND(1 AS ?tag) } UNION { P1 P2 FILTER(condition) }`. Rows of the join
-branch are answers at once; rows of P1 (tagged) are counted by their values,
-and at the end those whose values no join row extended come out (as many
-times as P1 had them). Requests: the quanta of that one query, whatever the
-number of P1's rows (a bind left join needs one query per block of them).
-The counts are kept in memory up to the budget, then partitioned to disk.
+extends): the client sends `{ P1 P2 FILTER(condition) } UNION { P1 BIND(1 AS ?tag) }`.
+The server runs a UNION's branches in order: the rows of the join come
+first, and are answers at once (their values of P1's variables are noted);
+then P1's rows (tagged), each an answer unless a join row extended it.
+Requests: the quanta of that one query, whatever the number of P1's rows (a
+bind left join needs one query per block of them). The noted values are
+kept in memory up to the budget; past it, they and P1's rows are
+partitioned to disk and matched a partition at a time at the end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
 from quanta.client.ops.remote import Piece, fetch
 from quanta.client.ops.spill import Partitions, RowFile, split
 from quanta.client.plan.context import Context
+from quanta.client.transport import QueryError
+from quanta.sparql.errors import ErrorKind
 
 Key = tuple[str | None, ...]
 
@@ -48,9 +51,9 @@ class OptJoin(Op):
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         limit = ctx.budgets.memory_rows
-        counts: dict[Key, int] = {}
         matched: set[Key] = set()
         spill: Partitions | None = None
+        alone = False  # P1's own rows have begun (the join's are over)
         tag = self.tag
         source, columns = self.piece.source, self.piece.columns
         async with aclosing(fetch(ctx, source, self.text, columns)) as pages:
@@ -58,32 +61,31 @@ class OptJoin(Op):
                 out: Batch = []
                 for row in batch:
                     k = self.key(row)
-                    if row[tag] is not None:  # a row of P1 alone
-                        if spill is not None:
-                            spill.add((k, 1))
-                        else:
-                            counts[k] = counts.get(k, 0) + 1
-                    else:
+                    if row[tag] is None:  # a row of the join
+                        if alone:
+                            raise QueryError(ErrorKind.INTERNAL, "OptJoin: the server answered the UNION out of order")
                         out.append(row)
                         if spill is not None:
                             spill.add((k, 0))
                         else:
                             matched.add(k)
-                if spill is None and len(counts) + len(matched) > limit:
+                    else:
+                        alone = True
+                        if spill is not None:
+                            spill.add((k, 1))
+                        elif k not in matched:
+                            out.append(self.row(k))
+                if spill is None and len(matched) > limit:
                     spill = Partitions(ctx, "optjoin", lambda entry: entry[0], 0)
-                    for k, n in counts.items():
-                        spill.add((k, n))
                     for k in matched:
                         spill.add((k, 0))
-                    counts, matched = {}, set()
+                    matched = set()
                 await pacer.tick(len(batch))
                 yield out
-        if spill is None:
-            yield [self.row(k) for k, n in counts.items() if k not in matched for _ in range(n)]
-            return
-        for part in spill.finish():
-            async for out in self._unmatched(ctx, part, 1, pacer):
-                yield out
+        if spill is not None:
+            for part in spill.finish():
+                async for out in self._unmatched(ctx, part, 1, pacer):
+                    yield out
 
     async def _unmatched(self, ctx: Context, part: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
         """The unmatched rows of P1 in one partition (split again while its keys do not fit)."""

@@ -236,7 +236,7 @@ class Planner:
         joined: Any = CompValue("Join", p1=a, p2=b)
         if expr is not None:
             joined = CompValue("Filter", expr=expr, p=joined)
-        union = CompValue("Union", p1=CompValue("Extend", p=a, var=tag, expr=TRUE), p2=joined)
+        union = CompValue("Union", p1=joined, p2=CompValue("Extend", p=a, var=tag, expr=TRUE))  # the join first
         key = self.projection(a)
         shown = sorted(set(key) | set(self.projection(b)), key=str)
         piece = self.piece(union, scope, source, projection=shown, extra=(tag,))
