@@ -1,7 +1,9 @@
 """A running service for the protocol and real-client tests: a redis-server, a
 `quanta worker` and a `quanta gateway` process on a free port, serving the
 WatDiv sample (`watdiv`, the default dataset, at a 5 ms quantum: answers span
-quanta) and the W3C protocol tests' data (`protocol`)."""
+quanta) and the W3C protocol tests' data (`protocol`: an empty default graph, and
+the named graphs the tests name: data1 to data3 as the manifest gives them, and
+data0, which the tests name as a default graph but never give, empty)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from quanta.engine.testing import shared_dir, write_hdt
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]
 WATDIV = shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz"
+PROTOCOL = shared_dir() / "conformance" / "w3c-rdf-tests" / "sparql" / "sparql11" / "protocol"
+KASEI = "http://kasei.us/2009/09/sparql/data/"
 
 
 @dataclass
@@ -39,12 +43,17 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     folder = tmp_path_factory.mktemp("protocol")
     shutil.copy(REPO / "data" / "watdiv-100k.hdt", folder / "watdiv.hdt")
     write_hdt(b"", folder, "empty")
-    for name in ("watdiv", "empty"):
+    graphs = []
+    for i in range(4):  # the protocol tests' graphs: data1-3 as given, data0 (named, never given) empty
+        data = (PROTOCOL / f"data{i}.nt").read_bytes() if i else b""
+        write_hdt(data, folder, f"data{i}")
+        graphs.append(f'"{KASEI}data{i}.rdf" = "data{i}.hdt"')
+    for name in ("watdiv", "empty", "data0", "data1", "data2", "data3"):
         open_store(str(folder / f"{name}.hdt"))  # side indexes, before the worker starts
     catalog = folder / "catalog.toml"
     catalog.write_text(
         '[datasets.watdiv]\npath = "watdiv.hdt"\nquantum_ms = 5\nmax_results = 100\ndefault = true\n'
-        '[datasets.protocol]\npath = "empty.hdt"\n'
+        '[datasets.protocol]\npath = "empty.hdt"\n[datasets.protocol.graphs]\n' + "\n".join(graphs) + "\n"
     )
     redis = RedisServer().start()
     port = free_port()

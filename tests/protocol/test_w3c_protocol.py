@@ -30,8 +30,6 @@ HT = Namespace("http://www.w3.org/2011/http#")
 CNT = Namespace("http://www.w3.org/2011/content#")
 HTS = "http://www.w3.org/2011/http-statusCodes#StatusCode"
 READ_ONLY = "SPARQL Update: the service is read-only"
-# Wrong answers or crashes of the smart client, diagnosed (xfail, not strict: remove an entry once it passes).
-CLIENT_GAPS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -89,8 +87,6 @@ TESTS = load() if MANIFEST.exists() else []
 def _marks(test: ProtocolTest) -> list[pytest.MarkDecorator]:
     if test.name.startswith("update_"):
         return [pytest.mark.skip(reason=READ_ONLY)]
-    if test.name in CLIENT_GAPS:
-        return [pytest.mark.xfail(reason=CLIENT_GAPS[test.name], strict=False)]
     return []
 
 
@@ -107,18 +103,9 @@ def test_protocol(test: ProtocolTest, running: Any) -> None:
                 exchange.method, path, headers=exchange.headers,
                 content=exchange.body.encode() if exchange.body is not None else None,
             )  # fmt: skip
-            _xfail_if_not_built(response)
             assert f"{response.status_code // 100}xx" in exchange.statuses, (response.status_code, response.text)
             if exchange.format is not None:
                 _check_format(response, exchange.format, exchange.boolean)
-
-
-def _xfail_if_not_built(response: httpx.Response) -> None:
-    """While the smart client is being built: its missing operators, and named graphs the catalog lacks."""
-    if response.headers.get("content-type") == "application/problem+json":
-        kind = response.json().get("type", "").rsplit("/", 1)[-1]
-        if kind in ("unsupported-operator", "unknown-graph"):
-            pytest.xfail(f"{kind}: {response.json().get('detail')}")
 
 
 def _check_format(response: httpx.Response, expected: str, boolean: bool | None) -> None:
