@@ -1,0 +1,204 @@
+"""The systems under test, on this machine: a quanta service whose parts can be
+killed and restarted one by one (Redis with an append-only file as the Helm chart
+runs it, N workers each with a metrics port, the gateway), and Apache Jena Fuseki
+(`scripts/jena.sh`'s jar) with or without a query time limit.
+
+`quanta up` restarts a dead worker but stops when its gateway dies, and its Redis
+keeps nothing: the fault runs need each part in hand, hence this.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from quanta.common.local import RedisServer, free_port, wait_ready
+
+REPO = Path(__file__).resolve().parents[1]
+COMMAND = [sys.executable, "-m", "quanta.cli.main"]
+DATA = Path(os.environ.get("QUANTA_LOADTEST_DATA", "/tmp/quanta-loadtest"))  # copies of the HDT files
+
+
+def serve_copy(hdt: Path) -> Path:
+    """A copy of `hdt` with its side index, in DATA (never write beside the shared files)."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    copy = DATA / hdt.name
+    if not copy.exists() or copy.stat().st_size != hdt.stat().st_size:
+        shutil.copy(hdt, copy)
+    from quanta.engine.storage import open_store
+
+    open_store(str(copy))  # builds the side index once, before any worker starts
+    return copy
+
+
+class Quanta:
+    """Redis (AOF), `workers` worker processes and one gateway, on free ports."""
+
+    def __init__(
+        self,
+        hdt: Path,
+        *,
+        workers: int = 1,
+        quantum_ms: float = 75,
+        dataset: str = "watdiv",
+        plan_mode: str = "auto",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="quanta-loadtest-"))
+        self.dataset = dataset
+        self.quantum_ms = quantum_ms
+        fcfs = quantum_ms == float("inf")
+        # first come, first served: no quantum, and a page holds the whole answer (a byte budget
+        # would end pages, hence turns, early)
+        pages = "max_results = 100000000\nmax_page_bytes = 4294967296\n" if fcfs else ""
+        (self.dir / "catalog.toml").write_text(
+            f'[datasets.{dataset}]\npath = "{serve_copy(hdt)}"\nquantum_ms = {"inf" if fcfs else quantum_ms}\n'
+            f'plan_mode = "{plan_mode}"\n{pages}'
+        )
+        self.redis = RedisServer(appendonly=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "QUANTA_CATALOG": str(self.dir / "catalog.toml"),
+            "QUANTA_SECRET_KEYS": "loadtest:0123456789abcdef0123456789abcdef",
+            "QUANTA_REDIS_URL": self.redis.url,
+            "QUANTA_ACCESS_LOG": "0",
+            "QUANTA_REPLY_TIMEOUT_S": "120",
+            # each Locust user is a client of its own (X-API-Key): keep the per-client limits
+            # out of the way of a client that loops over its workload
+            "QUANTA_RATE_LIMIT": "0",
+            "QUANTA_SPARQL_QUERY_RATE": "0",
+            **(env or {}),
+        }
+        self.metrics_ports = [free_port() for _ in range(workers)]
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.gateway: subprocess.Popen[bytes] | None = None
+        self.log = open(self.dir / "service.log", "ab")  # noqa: SIM115
+
+    def start(self) -> Quanta:
+        self.redis.start()
+        self.workers = [self._worker(i) for i in range(len(self.metrics_ports))]
+        self.start_gateway()
+        return self
+
+    def _worker(self, i: int) -> subprocess.Popen[bytes]:
+        name = f"loadtest-worker-{i}-{time.time_ns()}"
+        command = [*COMMAND, "worker", "--name", name, "--metrics-port", str(self.metrics_ports[i])]
+        return subprocess.Popen(command, env=self.env, stdout=self.log, stderr=self.log)
+
+    def start_gateway(self) -> None:
+        command = [*COMMAND, "gateway", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.gateway = subprocess.Popen(command, env=self.env, stdout=self.log, stderr=self.log)
+        if not wait_ready(self.url, self.gateway, timeout=120):
+            raise RuntimeError(f"the gateway did not become ready (log: {self.dir / 'service.log'})")
+
+    def kill_worker(self, i: int = 0) -> None:
+        """SIGKILL worker i mid-quantum, and start another in its place at once (as a
+        Deployment or `quanta up` would)."""
+        self.workers[i].send_signal(signal.SIGKILL)
+        self.workers[i].wait()
+        self.workers[i] = self._worker(i)
+
+    def restart_gateway(self) -> None:
+        """SIGTERM the gateway (requests in flight are cut), start it again."""
+        assert self.gateway is not None
+        self.gateway.terminate()
+        self.gateway.wait(timeout=30)
+        self.start_gateway()
+
+    def restart_redis(self) -> None:
+        """SIGTERM Redis and start it on the same port from its append-only file."""
+        self.redis.restart()
+
+    def worker_metrics(self) -> list[str]:
+        """Each worker's Prometheus text (what a scrape would read)."""
+        texts = []
+        for port in self.metrics_ports:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    texts.append(response.read().decode())
+            except OSError:
+                texts.append("")
+        return texts
+
+    def pids(self) -> dict[str, list[int]]:
+        return {
+            "workers": [w.pid for w in self.workers],
+            "gateway": [self.gateway.pid] if self.gateway else [],
+            "redis": [self.redis.process.pid] if self.redis.process else [],
+        }
+
+    def stop(self) -> None:
+        for proc in [self.gateway, *self.workers]:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+        for proc in [self.gateway, *self.workers]:
+            if proc is not None:
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.redis.stop()
+        self.log.close()
+        shutil.rmtree(self.redis.dir, ignore_errors=True)
+
+
+@contextmanager
+def quanta(hdt: Path, **options: object) -> Iterator[Quanta]:
+    service = Quanta(hdt, **options).start()  # type: ignore[arg-type]
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def jena_jar() -> str:
+    done = subprocess.run([str(REPO / "scripts" / "jena.sh")], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@contextmanager
+def fuseki(
+    ntriples: Path, *, timeout_s: float | None = None, cpus: int | None = None, heap: str = "4g"
+) -> Iterator[str]:
+    """Fuseki over `ntriples` in memory, at /watdiv/sparql. `timeout_s`: its query time limit
+    (`--timeout`, as a public endpoint configures one); `cpus`: the cores it may use (taskset),
+    the counterpart of quanta's worker count."""
+    port = free_port()
+    command = ["java", f"-Xmx{heap}", "-jar", jena_jar(), "--port", str(port), f"--file={ntriples}"]
+    if timeout_s:
+        command.append(f"--timeout={int(timeout_s * 1000)}")
+    command.append("/watdiv")
+    if cpus:
+        command = ["taskset", "-c", ",".join(str(c) for c in range(cpus)), *command]
+    log = tempfile.NamedTemporaryFile(prefix="fuseki-", suffix=".log", delete=False)  # noqa: SIM115
+    process = subprocess.Popen(command, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                request = urllib.request.Request(f"{url}/watdiv/sparql?query=ASK%7B%7D")
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Fuseki did not start (log: {log.name})")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        log.close()

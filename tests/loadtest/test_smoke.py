@@ -1,0 +1,69 @@
+"""A short, bounded Locust run against a real service this test starts (Redis with its
+append-only file, two workers, the gateway) on watdiv-1m: each user class, headless, CSV
+output; every query's row count is checked against results.tsv (Locust exits 1 on any
+failure, a wrong count included)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LOADTEST = Path(__file__).resolve().parents[2] / "loadtest"
+sys.path.insert(0, str(LOADTEST))
+
+import service  # noqa: E402  (loadtest/)
+import workload  # noqa: E402
+
+HDT = workload.watdiv_dir() / "watdiv-1m.hdt"
+pytestmark = pytest.mark.skipif(not HDT.exists(), reason=f"{HDT} is missing")
+
+
+@pytest.fixture(scope="module")
+def quanta() -> Iterator[service.Quanta]:
+    # a 10 ms quantum: the heavier queries are suspended and resumed many times
+    with service.quanta(HDT, workers=2, quantum_ms=10) as svc:
+        yield svc
+
+
+def locust(tmp: Path, host: str, user: str, *options: str) -> dict[str, object]:
+    command = [sys.executable, "-m", "locust", "-f", str(LOADTEST / "locustfile.py"), "--host", host,
+               "--headless", "--run-time", "90s", "--passes", "1", "--csv", str(tmp / "run"), "--only-summary",
+               "--query-log", str(tmp / "queries.jsonl"), "--counts-out", str(tmp / "counts.json"),
+               *options, user]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with (tmp / "run_stats.csv").open() as f:
+        stats = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    queries = [json.loads(line) for line in (tmp / "queries.jsonl").read_text().splitlines()]
+    return {"counts": json.loads((tmp / "counts.json").read_text()), "stats": stats, "queries": queries}
+
+
+def test_quanta_user_basic_mix(quanta: service.Quanta, tmp_path: Path) -> None:
+    run = locust(tmp_path, quanta.url, "QuantaUser", "-u", "3", "-r", "3", "--workload", "basic")
+    counts, stats, queries = run["counts"], run["stats"], run["queries"]
+    assert counts["queries"] == counts["ok"] == 60  # 3 clients x 20 templates, every count right
+    assert counts["quanta"] > counts["queries"]  # some queries took several quanta
+    assert {q["client"] for q in queries} == {0, 1, 2}
+    assert len({tuple(q["id"] for q in queries if q["client"] == c) for c in range(3)}) == 3  # a workload each
+    c3 = [q for q in queries if q["name"] == "C3"]
+    assert all(q["rows"] == 31_802 and q["requests"] > 1 and q["first_s"] < q["total_s"] for q in c3)
+    for kind in ("quantum", "query", "first-result"):
+        assert "C3" in {name for (t, name) in stats if t == kind}, kind
+
+
+def test_quanta_user_optional_mix(quanta: service.Quanta, tmp_path: Path) -> None:
+    run = locust(tmp_path, quanta.url, "QuantaUser", "-u", "2", "-r", "2", "--workload", "optional")
+    assert run["counts"]["queries"] == run["counts"]["ok"] == 30  # 2 clients x 15 templates
+    assert all(q["name"].startswith("optional:") for q in run["queries"])
+
+
+def test_sparql_user_on_the_endpoint(quanta: service.Quanta, tmp_path: Path) -> None:
+    run = locust(tmp_path, quanta.url, "SparqlUser", "-u", "2", "-r", "2", "--workload", "basic")
+    assert run["counts"]["queries"] == run["counts"]["ok"] == 40
+    assert run["counts"]["requests"] == 40  # one request per query
