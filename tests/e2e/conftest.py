@@ -52,13 +52,23 @@ class Service:
 
 
 def start_service(
-    tmp: Path, *, workers: int = 2, quantum_ms: float = 2, max_results: int = 500, examples: bool = False, **env: str
+    tmp: Path,
+    *,
+    workers: int = 2,
+    quantum_ms: float = 2,
+    max_results: int = 500,
+    examples: bool = False,
+    graphs: dict[str, Path] | None = None,
+    **env: str,
 ) -> Service:
+    """`graphs`: named graphs of the dataset (IRI -> HDT file)."""
     shutil.copy(SAMPLE, tmp / "watdiv-100k.hdt")
     catalog = tmp / "catalog.toml"
+    named = "".join(f'"{iri}" = "{path}"\n' for iri, path in (graphs or {}).items())
     catalog.write_text(
         f'[datasets.watdiv]\npath = "watdiv-100k.hdt"\nquantum_ms = {quantum_ms}\nmax_results = {max_results}\n'
         + (f'examples = "{EXAMPLES}"\n' if examples else "")
+        + (f"[datasets.watdiv.graphs]\n{named}" if named else "")
     )
     redis = RedisServer().start()
     port = free_port()

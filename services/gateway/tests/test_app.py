@@ -25,6 +25,7 @@ def test_datasets_show_public_fields_only(settings, serve) -> None:
                 "max_results": 100,
                 "plan_mode": "auto",
                 "examples": [],
+                "graphs": [],
             },
             {
                 "name": "other",
@@ -33,6 +34,7 @@ def test_datasets_show_public_fields_only(settings, serve) -> None:
                 "max_results": 100_000,
                 "plan_mode": "reference",
                 "examples": [],
+                "graphs": [],
             },
         ]
     }

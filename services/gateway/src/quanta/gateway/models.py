@@ -120,6 +120,7 @@ class DatasetInfo(BaseModel):
     max_results: int
     plan_mode: Literal["auto", "value", "reference"]
     examples: list[Example] = Field(description="example queries (the query page offers them)")
+    graphs: list[str] = Field(description="the IRIs of its named graphs (a /v1 request's `graph`)")
 
 
 class DatasetList(BaseModel):

@@ -1,0 +1,106 @@
+"""HttpTransport and the Requester over real HTTP, against a scripted server:
+pages read into terms, problems as error kinds, the graph member, retries
+(bounded, Retry-After, a reply timeout's `next`), and the on_request hook."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from conftest import Answer
+
+from quanta.client import HttpTransport, QueryError, RequestEvent, Retry, SubRequest
+from quanta.client.requester import Requester
+from quanta.common.local import free_port
+from quanta.sparql.errors import ErrorKind
+
+FAST = Retry(attempts=3, base_s=0.01, max_s=0.05, unreachable_attempts=2)
+
+
+def page(values: list[str], next_token: str | None) -> Answer:
+    bindings = [{"x": {"type": "literal", "value": v, "xml:lang": "EN"}} for v in values]
+    body = {
+        "head": {"vars": ["x", "y"]},
+        "results": {"bindings": bindings},
+        "next": next_token,
+        "stats": {"results": 1},
+    }
+    return 200, body, {}
+
+
+def problem(slug: str, status: int, **members: Any) -> Answer:
+    return status, {"type": f"https://quanta.dev/problems/{slug}", "title": slug, "status": status, **members}, {}
+
+
+def test_a_page_is_read_into_terms(scripted) -> None:  # type: ignore[no-untyped-def]
+    server = scripted(page(["a"], "t1"), page([], None))
+    transport = HttpTransport(server.url)
+    first = asyncio.run(transport.run(SubRequest("d", "http://example.org/g", "SELECT ...")))
+    assert first.variables == ["x", "y"] and first.rows == [('"a"@en', None)] and first.next == "t1"
+    assert first.bytes > 0 and first.stats == {"results": 1}
+    asyncio.run(transport.run(SubRequest("d", "http://example.org/g", next="t1")))
+    assert server.bodies == [
+        {"query": "SELECT ...", "graph": "http://example.org/g"},
+        {"next": "t1", "graph": "http://example.org/g"},
+    ]
+    assert server.paths == ["/v1/datasets/d/query"] * 2
+
+
+def test_problems_become_error_kinds_with_their_members(scripted) -> None:  # type: ignore[no-untyped-def]
+    server = scripted(
+        problem("syntax-error", 400, line=3, column=7, detail="Expected SelectQuery"),
+        problem("unsupported-operator", 422, operator="OPTIONAL"),
+        problem("reply-timeout", 504, next="resume", retry_after=1),
+    )
+    transport = HttpTransport(server.url)
+    errors = []
+    for _ in range(3):
+        with pytest.raises(QueryError) as raised:
+            asyncio.run(transport.run(SubRequest("d", query="Q")))
+        errors.append(raised.value)
+    assert (errors[0].kind, errors[0].line, errors[0].column) == (ErrorKind.SYNTAX_ERROR, 3, 7)
+    assert (errors[1].kind, errors[1].operator) == (ErrorKind.UNSUPPORTED_OPERATOR, "OPTIONAL")
+    assert (errors[2].kind, errors[2].next, errors[2].retry_after_s) == (ErrorKind.REPLY_TIMEOUT, "resume", 1.0)
+
+
+def test_retryable_failures_are_retried_and_each_request_is_reported(scripted) -> None:  # type: ignore[no-untyped-def]
+    server = scripted(
+        problem("rate-limited", 429, retry_after=0.05),
+        problem("queue-full", 503),
+        problem("reply-timeout", 504, next="resume"),
+        page(["a"], None),
+    )
+    events: list[RequestEvent] = []
+    requester = Requester(HttpTransport(server.url), name="L1", on_request=events.append, retry=FAST)
+    got = asyncio.run(requester.page(SubRequest("d", query="Q")))
+    assert got.rows == [('"a"@en', None)]
+    assert [e.status for e in events] == ["rate-limited", "queue-full", "reply-timeout", "ok"]
+    assert {e.name for e in events} == {"L1"} and events[-1].bytes > 0 and events[-1].elapsed_s > 0
+    assert server.bodies == [{"query": "Q"}, {"query": "Q"}, {"query": "Q"}, {"next": "resume"}]
+    assert requester.requests == 4
+
+
+def test_retries_are_bounded_then_the_failure_is_raised(scripted) -> None:  # type: ignore[no-untyped-def]
+    server = scripted(*[problem("queue-full", 503)] * 4)
+    requester = Requester(HttpTransport(server.url), retry=FAST)
+    with pytest.raises(QueryError) as raised:
+        asyncio.run(requester.page(SubRequest("d", query="Q")))
+    assert raised.value.kind is ErrorKind.QUEUE_FULL and len(server.bodies) == 4
+
+
+def test_an_unreachable_service_is_retried_briefly_then_reported() -> None:
+    requester = Requester(HttpTransport(f"http://127.0.0.1:{free_port()}"), retry=FAST)
+    with pytest.raises(QueryError) as raised:
+        asyncio.run(requester.page(SubRequest("d", query="Q")))
+    assert raised.value.kind is ErrorKind.UNREACHABLE and requester.requests == 3
+
+
+def test_named_graphs_come_from_the_dataset_list(scripted) -> None:  # type: ignore[no-untyped-def]
+    datasets = {"datasets": [{"name": "d", "graphs": ["http://example.org/g1"]}, {"name": "e", "graphs": []}]}
+    server = scripted((200, datasets, {}), (200, datasets, {}))
+    transport = HttpTransport(server.url)
+    assert asyncio.run(transport.named_graphs("d")) == ["http://example.org/g1"]
+    with pytest.raises(QueryError) as raised:
+        asyncio.run(transport.named_graphs("f"))
+    assert raised.value.kind is ErrorKind.UNKNOWN_DATASET
