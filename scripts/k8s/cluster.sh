@@ -6,6 +6,8 @@
 #   scripts/k8s/cluster.sh stop
 #   scripts/k8s/cluster.sh env                          prints KUBECONFIG=...
 # State lives in $QUANTA_CLUSTER_DIR (default /tmp/quanta-cluster); each process's pid and log are there.
+# The API server takes aggregated APIs (front-proxy certificates: metrics adapters); the HPA
+# controller syncs every $QUANTA_HPA_SYNC_PERIOD (default 2s, Kubernetes' own default is 15s).
 # The tools come from scripts/k8s/tools.sh (apiserver; pods for --kubelet).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

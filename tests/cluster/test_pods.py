@@ -1,16 +1,18 @@
 """Tier 4: real pods (kubelet and containerd, the images built here). The release's gateway, worker
-and Redis run, `helm test` and a query through the gateway give the engine's answer, logs are JSON
-lines, and a worker pod killed mid-query loses nothing."""
+and Redis run, `helm test` and SELECTs through the gateway's SPARQL endpoint give the engine's answer
+(and the preemptive protocol's /v1 pages too), logs are JSON lines, and a worker pod killed mid-query
+loses nothing."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import threading
+import re
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,45 +44,62 @@ def test_gateway_worker_and_redis_run_as_real_pods(release) -> None:  # type: ig
         assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"]
 
 
-def test_helm_test_runs_a_real_query(release) -> None:  # type: ignore[no-untyped-def]
-    # the pod exits 1 unless the query gives tests.expectedRows rows (no `kubectl logs` here: no node address)
+def container_log(pod: dict[str, Any]) -> list[str]:
+    """What the pod's container printed (no `kubectl logs` here: the node has no address the API server
+    may dial), from the kubelet's file, CRI format: time stream tag message."""
+    meta = pod["metadata"]
+    files = list(Path("/var/log/pods").glob(f"{meta['namespace']}_{meta['name']}_{meta['uid']}/*/0.log"))
+    assert files, meta["name"]
+    return [line.split(" ", 3)[3] for line in files[0].read_text().splitlines()]
+
+
+def test_helm_test_runs_a_real_sparql_select(release) -> None:  # type: ignore[no-untyped-def]
+    # the pod sends tests.query to /sparql/DATASET and exits 1 unless it gives tests.expectedRows rows
     out = release.cluster.helm("test", "q", "-n", NS, "--timeout", "2m")
     assert "Phase:          Succeeded" in out
+    pod = release.cluster.get("pod", "q-quanta-test-query", "-n", NS)
+    printed = json.loads(container_log(pod)[-1])
+    assert printed["vars"] == ["s"] and printed["rows"] == 3
+    assert printed["first"][0]["s"]["value"].startswith("http://db.uwaterloo.ca/~galuc/wsdbm/User")
 
 
-def test_a_query_through_the_gateway_gives_the_engine_answer(release) -> None:  # type: ignore[no-untyped-def]
-    rows, _ = release.query(LIKES)
-    assert len(rows) > 1000 and sorted(rows) == expected(LIKES)
+def test_a_select_through_the_gateway_gives_the_engine_answer(release) -> None:  # type: ignore[no-untyped-def]
+    answer = expected(LIKES)
+    rows = release.sparql(LIKES)  # the SPARQL endpoint
+    assert len(rows) > 1000 and sorted(rows) == answer
+    paged, _ = release.query(LIKES)  # the preemptive protocol, its pages followed to the end
+    assert sorted(paged) == answer
 
 
 def test_logs_are_json_lines(release) -> None:  # type: ignore[no-untyped-def]
     for component in ("gateway", "worker"):
         (pod,) = release.pods(component)
-        meta = pod["metadata"]
-        files = list(Path("/var/log/pods").glob(f"{NS}_{meta['name']}_{meta['uid']}/*/0.log"))
-        assert files, component
-        lines = files[0].read_text().splitlines()  # CRI format: time stream tag message
-        records = [json.loads(line.split(" ", 3)[3]) for line in lines]
+        records = [json.loads(line) for line in container_log(pod)]
         assert records and all({"ts", "level", "logger", "msg"} <= r.keys() for r in records), component
 
 
 def test_a_worker_pod_killed_mid_query_loses_nothing(release) -> None:  # type: ignore[no-untyped-def]
+    """A SELECT streamed from /sparql (TSV, a row a line); the only worker is force-deleted after the
+    first row: the Deployment's new worker takes the query over and the answer is whole."""
     (victim,) = release.pods("worker")
-    killed = threading.Event()
-
-    def kill_once(page: int) -> None:  # type: ignore[no-untyped-def]
-        if page == 3 and not killed.is_set():
-            release.cluster.kubectl("delete", "pod", "-n", NS, victim["metadata"]["name"], "--grace-period=0",
-                                    "--force", "--wait=false")  # fmt: skip
-            killed.set()
-
     started = time.monotonic()
-    rows, pages = release.query(EVERYTHING, between_pages=kill_once)
-    assert killed.is_set() and pages > 10
+    rows: list[bytes] = []
+    with urllib.request.urlopen(release.sparql_request(EVERYTHING, "text/tab-separated-values"), timeout=300) as answer:
+        assert answer.readline() == b"?s\t?p\t?o\n"
+        for line in answer:
+            rows.append(line)
+            if len(rows) == 1:
+                release.cluster.kubectl("delete", "pod", "-n", NS, victim["metadata"]["name"], "--grace-period=0",
+                                        "--force", "--wait=false")  # fmt: skip
     assert len(rows) == 104_072 and len(set(rows)) == 104_072  # every triple, once
     (replacement,) = [p for p in release.pods("worker") if p["metadata"]["uid"] != victim["metadata"]["uid"]]
     assert replacement["status"]["phase"] == "Running"
-    print(f"query of {pages} pages across a killed worker: {time.monotonic() - started:.1f} s")
+    with urllib.request.urlopen(release.worker_metrics, timeout=10) as response:  # the new worker's own counters
+        metrics = response.read().decode()
+    ran = re.findall(r'^quanta_tasks_total\{dataset="watdiv-100k",outcome="page"\} (\S+)$', metrics, re.M)
+    assert ran and float(ran[0]) > 0, "the replacement worker ran none of the query"
+    print(f"a streamed SELECT across a killed worker: {time.monotonic() - started:.1f} s, {float(ran[0]):.0f} tasks "
+          "on the replacement")  # fmt: skip
 
 
 PEOPLE = "".join(f'<http://example.org/p{i}> <http://xmlns.com/foaf/0.1/name> "person {i}" .\n' for i in range(5000))
@@ -110,7 +129,7 @@ def test_a_loader_job_fills_the_data_volume_and_the_workers_serve_it(release) ->
     deadline = time.monotonic() + 240  # workers restarted while the file was missing: back-off
     while True:
         try:
-            rows, _ = release.query("SELECT ?p ?n WHERE { ?p <http://xmlns.com/foaf/0.1/name> ?n }", dataset="people")
+            rows = release.sparql("SELECT ?p ?n WHERE { ?p <http://xmlns.com/foaf/0.1/name> ?n }", dataset="people")
             break
         except (OSError, urllib.error.HTTPError):
             assert time.monotonic() < deadline, "the workers never served the loaded dataset"
