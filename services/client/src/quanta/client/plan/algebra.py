@@ -127,13 +127,23 @@ def certain(node: Any) -> set[Variable]:
 class Prepass:
     """Blank nodes of patterns become hidden variables (one per label), and
     the paths the server does not evaluate become algebra; counts in how
-    many leaves (BGPs, closures) each variable occurs."""
+    many leaves (BGPs, closures) each variable occurs, and notes those named
+    anywhere else (projections, expressions, VALUES, GRAPH...): a variable
+    of one leaf that nothing else names need not come back from the server."""
 
     def __init__(self, fresh: Callable[[str], Variable]) -> None:
         self.fresh = fresh
         self.blanks: dict[BNode, Variable] = {}
         self.hidden: set[Variable] = set()
         self.leaves: Counter[Variable] = Counter()
+        self.mentioned: set[Variable] = set()
+        self.every = False  # COUNT(DISTINCT *) tells solutions apart by all their variables
+
+    @property
+    def droppable(self) -> set[Variable]:
+        if self.every:
+            return set()
+        return {v for v, n in self.leaves.items() if n <= 1 and v not in self.mentioned}
 
     def run(self, algebra: Any) -> Any:
         out = rewrite(algebra, self._change)
@@ -168,9 +178,20 @@ class Prepass:
             if value.name in ("BGP", "PathClosure"):
                 for var in set(maybe(value)):
                     self.leaves[var] += 1
+                if value.name == "PathClosure":
+                    self._count(value.path)
+                return
+            if value.name.startswith("Aggregate_") and member(value, "vars") == "*" and member(value, "distinct"):
+                self.every = True
             for key, v in value.items():
                 if not key.startswith("_"):
                     self._count(v)
         elif isinstance(value, list | tuple):
             for v in value:
                 self._count(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self._count(k)
+                self._count(v)
+        elif isinstance(value, Variable):
+            self.mentioned.add(value)

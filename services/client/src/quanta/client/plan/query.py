@@ -67,7 +67,8 @@ async def plan_query(
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
     pattern = prepass.run(algebra.p) if algebra.p is not None else None
-    droppable = {v for v in prepass.hidden if prepass.leaves[v] <= 1}
+    prepass.mentioned |= set(all_variables([member(algebra, "template"), member(algebra, "PV")]))
+    droppable = prepass.droppable
     planner = Planner(
         slots=slots,
         sources=sources,
