@@ -239,10 +239,11 @@ class TestCatalogAndData:
         assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         mounts = one(docs, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
         assert {"name": "data", "mountPath": "/opt/quanta/data", "readOnly": True} in mounts
-        job = one(docs, "Job")
-        assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        loader = one(docs, "Job")["spec"]["template"]["spec"]["containers"][0]
+        assert loader["args"] == [
             "/opt/quanta/data/dumps/w.nt.gz", "--output", "/opt/quanta/data/watdiv-100k.hdt",
         ]  # fmt: skip
+        assert {"name": "QUANTA_LOG_FORMAT", "value": "json"} in loader["env"]  # skips and errors as JSON lines
 
 
 class TestSigningKeys:
