@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from quanta.common.local import RedisServer, free_port, wait_ready
@@ -167,20 +168,28 @@ def jena_jar() -> str:
     return done.stdout.strip()
 
 
+@dataclass
+class Fuseki:
+    url: str  # the server; the endpoint is /watdiv/sparql
+    pid: int
+
+    def pin(self, cpus: int) -> None:
+        """Let the server's threads use the first `cpus` cores only: the counterpart of
+        quanta's worker count (one core per worker)."""
+        cores = ",".join(str(c) for c in range(cpus))
+        subprocess.run(["taskset", "-a", "-p", "-c", cores, str(self.pid)], check=True, capture_output=True)
+
+
 @contextmanager
-def fuseki(
-    ntriples: Path, *, timeout_s: float | None = None, cpus: int | None = None, heap: str = "4g"
-) -> Iterator[str]:
-    """Fuseki over `ntriples` in memory, at /watdiv/sparql. `timeout_s`: its query time limit
-    (`--timeout`, as a public endpoint configures one); `cpus`: the cores it may use (taskset),
-    the counterpart of quanta's worker count."""
+def fuseki(ntriples: Path, *, timeout_s: float | None = None, heap: str = "4g") -> Iterator[Fuseki]:
+    """Apache Jena Fuseki over `ntriples` in memory. `timeout_s`: its query time limit
+    (`--timeout`, as a public endpoint configures one: the query is cancelled, with a 503 if
+    no result was sent yet, else the response is cut)."""
     port = free_port()
     command = ["java", f"-Xmx{heap}", "-jar", jena_jar(), "--port", str(port), f"--file={ntriples}"]
     if timeout_s:
         command.append(f"--timeout={int(timeout_s * 1000)}")
     command.append("/watdiv")
-    if cpus:
-        command = ["taskset", "-c", ",".join(str(c) for c in range(cpus)), *command]
     log = tempfile.NamedTemporaryFile(prefix="fuseki-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(command, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
@@ -188,8 +197,7 @@ def fuseki(
         deadline = time.monotonic() + 600
         while True:
             try:
-                request = urllib.request.Request(f"{url}/watdiv/sparql?query=ASK%7B%7D")
-                with urllib.request.urlopen(request, timeout=5) as response:
+                with urllib.request.urlopen(f"{url}/watdiv/sparql?query=ASK%7B%7D", timeout=5) as response:
                     if response.status == 200:
                         break
             except OSError:
@@ -197,7 +205,7 @@ def fuseki(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Fuseki did not start (log: {log.name})")
             time.sleep(0.5)
-        yield url
+        yield Fuseki(url, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=60)

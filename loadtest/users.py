@@ -69,6 +69,7 @@ class Outcome:
     bytes: int = 0
     service_ms: float = 0.0  # the workers' time: parse + resume + quantum + suspend, summed over its quanta
     preemption_ms: float = 0.0  # of which resume + suspend
+    plan_bytes: int = 0  # saved plans sent back and forth (each page's plan, by value)
     error: str = ""
     errors: dict[str, int] = field(default_factory=dict)  # failed requests by kind (retried or not)
 
@@ -214,6 +215,8 @@ class QuantaUser(WatDivUser):
             work = sum(float(stats.get(k) or 0) for k in ("parse_ms", "resume_ms", "quantum_ms", "suspend_ms"))
             outcome.service_ms += work
             outcome.preemption_ms += float(stats.get("resume_ms") or 0) + float(stats.get("suspend_ms") or 0)
+            if stats.get("plan") == "value":
+                outcome.plan_bytes += int(stats.get("plan_bytes") or 0)
             if event.status != "ok":
                 outcome.errors[event.status] = outcome.errors.get(event.status, 0) + 1
             counters.add(quanta=1, bytes=event.bytes, **({f"status:{event.status}": 1} if event.status != "ok" else {}))
