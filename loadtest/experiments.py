@@ -37,6 +37,7 @@ RESULTS = HERE / "results"
 INF = float("inf")
 QUANTA_SYSTEMS = {"quanta-75ms": 75.0, "quanta-1s": 1000.0, "quanta-fcfs": INF}
 FUSEKI_SYSTEMS = ("fuseki", "fuseki-quota")
+WARMUP = Path("/tmp/quanta-loadtest/runs/warmup")
 
 
 def summarize(run: runner.Run) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def systems(names: list[str], workers: int, quota_s: float) -> Iterator[dict[str
             else:
                 raise ValueError(f"unknown system {name!r}")
         for name, s in up.items():  # a warm-up pass each (Fuseki's JIT, parse caches, page cache), not recorded
-            runner.locust(s.host, s.user, 1, Path("/tmp/quanta-loadtest/runs/warmup"), name, "--passes", "1", *s.options)
+            runner.locust(s.host, s.user, 1, WARMUP, name, "--passes", "1", *s.options)
         yield up
 
 
