@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Clusters take a while to start: these tiers run from scripts/k8s/test.sh (or QUANTA_K8S_CLUSTER=1)."""
     if os.environ.get("QUANTA_K8S_REQUIRED") == "1" or os.environ.get("QUANTA_K8S_CLUSTER") == "1":
         return
-    skip = pytest.mark.skip(reason="a cluster tier: run scripts/k8s/test.sh apiserver|pods|keda")
+    skip = pytest.mark.skip(reason="a cluster tier: run scripts/k8s/test.sh apiserver|pods|keda|hpa")
     for item in items:
         if "cluster" in item.keywords:
             item.add_marker(skip)
