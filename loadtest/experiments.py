@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -283,6 +285,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what was started (the `with` blocks)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=COMMANDS)
     parser.add_argument("--quick", action="store_true", help="a short run to check the command (results in /tmp)")

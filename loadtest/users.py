@@ -55,6 +55,7 @@ class RequestFailed(Exception):
 class Outcome:
     """One query as the query log records it."""
 
+    user: str  # the Locust user class
     client: int
     role: str  # "client", "measure" or "loader"
     name: str
@@ -155,18 +156,21 @@ class WatDivUser(User):
         else:
             self.role = "client"
             self.queries = workload.client_workload(mix, self.client_index, seed=options.seed, rounds=options.rounds)
-        self.passes = 0 if self.role == "loader" else options.passes
+        self.passes = {"loader": 0, "measure": 1}.get(self.role, options.passes)  # 0: no end
+        self.position = 0
         self.api_key = f"loadtest-{options.seed}-{self.client_index}"  # fair use and rate limits are per client
 
     @task
-    def run_workload(self) -> None:
-        for query in self.queries:
-            outcome = self.run_query(query)
-            self.report(query, outcome)
-        self.passes -= 1
-        if self.passes == 0:
-            finished(self.environment, measuring=self.role == "measure")
-            raise StopUser()
+    def next_query(self) -> None:
+        """One query per task, so that a run's end (or --stop-timeout) lets the query in hand finish."""
+        query = self.queries[self.position]
+        self.report(query, self.run_query(query))
+        self.position = (self.position + 1) % len(self.queries)
+        if self.position == 0:
+            self.passes -= 1
+            if self.passes == 0:
+                finished(self.environment, measuring=self.role == "measure")
+                raise StopUser()
 
     def run_query(self, query: workload.Query) -> Outcome:
         raise NotImplementedError
@@ -183,7 +187,8 @@ class WatDivUser(User):
         QueryLog.write(self.environment, outcome)
 
     def outcome(self, query: workload.Query) -> Outcome:
-        return Outcome(self.client_index, self.role, query.name, query.id, time.time(), expected=query.expected)
+        user = type(self).__name__
+        return Outcome(user, self.client_index, self.role, query.name, query.id, time.time(), expected=query.expected)
 
     @staticmethod
     def judge(outcome: Outcome) -> None:
@@ -266,39 +271,61 @@ class SparqlUser(WatDivUser):
         self.session.close()
 
     def run_query(self, query: workload.Query) -> Outcome:
+        """Resends, as the smart client does, what never reached the endpoint (a refused or
+        reset connection) and what it asked to resend (429 or 503 with Retry-After), up to
+        --unreachable-retries times; a response cut after it began is not resent."""
         options = self.environment.parsed_options
         outcome = self.outcome(query)
         url = f"{self.host}{options.endpoint.format(dataset=options.dataset)}"
         started = time.perf_counter()
+        for attempt in range(options.unreachable_retries + 1):
+            retry = self.send(url, query.text, outcome, started)
+            if retry is None or attempt == options.unreachable_retries:
+                break
+            kind, delay = retry
+            outcome.errors[kind] = outcome.errors.get(kind, 0) + 1
+            outcome.status, outcome.error = "ok", ""
+            gevent.sleep(delay if delay is not None else min(0.1 * 2**attempt, 10.0))
+        outcome.total_s = time.perf_counter() - started
+        self.judge(outcome)
+        return outcome
+
+    def send(self, url: str, text: str, outcome: Outcome, started: float) -> tuple[str, float | None] | None:
+        """One request; (kind, Retry-After) when it may be resent."""
+        timeout = self.environment.parsed_options.query_timeout or None
         lines = 0
+        outcome.requests += 1
+        counters.add(requests=1)
         try:
-            with self.session.post(
-                url, data={"query": query.text}, stream=True, timeout=options.query_timeout or None
-            ) as response:
-                outcome.requests = 1
-                counters.add(
-                    requests=1, **({f"status:{response.status_code}": 1} if response.status_code != 200 else {})
-                )
+            with self.session.post(url, data={"query": text}, stream=True, timeout=timeout) as response:
                 if response.status_code != 200:
-                    # a time limit before any result: Fuseki answers 503, Virtuoso 500 or a partial 200
-                    outcome.status = "cut" if response.status_code in (503, 504, 500) else "failed"
+                    counters.add(**{f"status:{response.status_code}": 1})
+                    retry_after = response.headers.get("Retry-After")
                     outcome.error = f"HTTP {response.status_code}: {response.text[:200]}"
-                else:
+                    if response.status_code in (429, 503) and retry_after is not None:
+                        outcome.status = "failed"
+                        return f"http-{response.status_code}", float(retry_after)
+                    # a time limit before any result: Fuseki answers 503 (no Retry-After)
+                    outcome.status = "cut" if response.status_code in (500, 503, 504) else "failed"
+                    return None
+                try:
                     for chunk in response.iter_content(65536):
                         outcome.bytes += len(chunk)
+                        counters.add(bytes=len(chunk))
                         lines += chunk.count(b"\n")
                         if outcome.first_s is None and lines >= 2:
                             outcome.first_s = time.perf_counter() - started
-        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as error:
-            # an aborted response: the endpoint stopped the query after sending results
-            outcome.status, outcome.error = ("cut" if lines else "failed"), f"{type(error).__name__}: {error}"
+                finally:
+                    outcome.rows = max(0, lines - 1)  # the header line
         except requests.exceptions.Timeout:
-            outcome.status, outcome.error = "cut", f"client timeout after {options.query_timeout} s"
-        outcome.rows = max(0, lines - 1)  # the header line
-        outcome.total_s = time.perf_counter() - started
-        counters.add(bytes=outcome.bytes)
-        self.judge(outcome)
-        return outcome
+            outcome.status, outcome.error = "cut", f"client timeout after {timeout} s"
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as error:
+            outcome.status, outcome.error = "failed", f"{type(error).__name__}: {error}"
+            if outcome.rows or outcome.bytes:  # an aborted response: stopped after it began
+                outcome.status = "cut"
+                return None
+            return "unreachable", None
+        return None
 
 
 def finished(environment: Environment, *, measuring: bool) -> None:
