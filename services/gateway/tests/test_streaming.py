@@ -173,3 +173,54 @@ async def _passes_a_cancellation() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert closed.is_set()
+
+
+def test_an_iterators_timeout_that_expires_while_a_slow_reader_holds_the_flush_is_its_own() -> None:
+    asyncio.run(_timeout_during_flush())
+
+
+async def _timeout_during_flush() -> None:
+    """The dispatcher waits for Redis under asyncio.timeout; were the cancellation that
+    timeout sends left where this task was (a flush held by a slow reader), the whole
+    response would die with it."""
+
+    async def items() -> AsyncIterator[str]:
+        try:
+            async with asyncio.timeout(0.05):
+                await asyncio.sleep(10)
+        except TimeoutError:
+            yield "timed out, and carried on"
+
+    async def slow_flush() -> None:
+        await asyncio.sleep(0.2)
+
+    assert await next_or_flush(items(), slow_flush) == "timed out, and carried on"
+
+
+def test_a_send_cancelled_while_the_reader_is_slow_keeps_its_bytes() -> None:
+    asyncio.run(_send_cancelled())
+
+
+async def _send_cancelled() -> None:
+    sent: list[bytes] = []
+    reader_is_slow = True
+
+    async def send(message: dict[str, object]) -> None:
+        if reader_is_slow:
+            await asyncio.sleep(10)  # uvicorn waits for the socket to drain before it writes
+        sent.append(message["body"])  # type: ignore[arg-type]
+
+    async def start() -> None:
+        pass
+
+    out = Output(lambda rows: "".join(rows), start, send)  # type: ignore[arg-type]
+    out.row("a")
+    flushing = asyncio.create_task(out.flush())
+    await asyncio.sleep(0.01)
+    flushing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await flushing
+    reader_is_slow = False
+    out.row("b")
+    await out.finish()
+    assert sent == [b"ab"] and out.complete and out.sent_bytes == 2

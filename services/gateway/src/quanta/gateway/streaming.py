@@ -83,16 +83,24 @@ class Output:
 
     async def _send(self, more: bool) -> None:
         self._render()
-        body = "".join(self.texts).encode()
+        text = "".join(self.texts)
         self.texts = []
         async with self.lock:
             if not self.started:
                 await self.start()
                 self.started = True
-            self.sent_bytes += len(body)
+            body = text.encode()
             # Set before sending: once the last message is out, the client's going is no disconnect.
             self.complete = not more
-            await self.send({"type": "http.response.body", "body": body, "more_body": more})
+            try:
+                await self.send({"type": "http.response.body", "body": body, "more_body": more})
+            except asyncio.CancelledError:
+                # Cancelled while the server waited for a slow reader (uvicorn waits before it
+                # writes): nothing went out, so it goes with the next send.
+                self.texts.insert(0, text)
+                self.complete = False
+                raise
+            self.sent_bytes += len(body)
 
 
 async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[None]]) -> T:
@@ -116,6 +124,20 @@ async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[N
         if not cancelled:  # a cancelled query sends nothing more while it cleans up
             try:
                 await flush()
+            except asyncio.CancelledError:
+                # While a slow reader holds the flush, a cancellation may be the iterator's own
+                # (an asyncio.timeout of its frame expiring): deliver it where the iterator
+                # waits, as a Task would have. An outside one (the client left) comes back out.
+                if isinstance(waiting, asyncio.Future):
+                    waiting.cancel()
+                try:
+                    waiting = step.throw(asyncio.CancelledError())
+                except StopIteration as done:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():  # an outside one, swallowed: still cancelled
+                        raise asyncio.CancelledError() from None
+                    return done.value  # type: ignore[no-any-return]
+                continue
             except BaseException:
                 step.close()
                 raise
