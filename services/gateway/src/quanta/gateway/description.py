@@ -16,8 +16,9 @@ SD = "http://www.w3.org/ns/sparql-service-description#"
 VOID = "http://rdfs.org/ns/void#"
 FORMATS = "http://www.w3.org/ns/formats/"
 DCTERMS = "http://purl.org/dc/terms/"
+FOAF = "http://xmlns.com/foaf/0.1/"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-PREFIXES = {"sd": SD, "void": VOID, "formats": FORMATS, "dcterms": DCTERMS}
+PREFIXES = {"sd": SD, "void": VOID, "formats": FORMATS, "dcterms": DCTERMS, "foaf": FOAF}
 
 # What the endpoint writes (negotiation.RESULTS and GRAPHS), as the W3C names them.
 RESULT_FORMATS = (
@@ -26,14 +27,16 @@ RESULT_FORMATS = (
 )  # fmt: skip
 
 
-def service_description(endpoint: str, dataset: Dataset, federated: bool) -> list[Triple]:
+def service_description(endpoint: str, dataset: Dataset, federated: bool, page: str) -> list[Triple]:
     """The description of `endpoint` (its absolute URL), which serves `dataset`;
-    `federated` when SERVICE is allowed (an allowlist is configured)."""
+    `federated` when SERVICE is allowed (an allowlist is configured); `page`:
+    the query page's URL for this dataset (foaf:page)."""
     described = endpoint + "#dataset"
     default_graph = endpoint + "#default-graph"
     triples: list[Triple] = [
         (endpoint, RDF_TYPE, SD + "Service"),
         (endpoint, SD + "endpoint", endpoint),
+        (endpoint, FOAF + "page", page),
         (endpoint, SD + "supportedLanguage", SD + "SPARQL10Query"),
         (endpoint, SD + "supportedLanguage", SD + "SPARQL11Query"),
         *[(endpoint, SD + "resultFormat", FORMATS + name) for name in RESULT_FORMATS],

@@ -26,6 +26,7 @@ from quanta.common.catalog import Dataset, load_catalog
 from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.admission import Admitter
+from quanta.gateway.api import web
 from quanta.gateway.api.main import api_router
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     app.add_exception_handler(BodyTooLarge, _on_body_too_large)
     app.include_router(api_router)
+    app.mount("/static", web.static_files(), name="static")  # the query page's files
     if settings.cors_origin_list():
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origin_list(), allow_methods=["GET", "POST"],

@@ -146,6 +146,7 @@ def _description(request: Request, dataset: Dataset, services: Services) -> Resp
         raise Problem(ErrorKind.NOT_ACCEPTABLE, f"the service description is one of: {accepted(GRAPHS)}")
     endpoint = str(request.url.replace(query=""))
     federated = bool(services.settings.service_endpoints())
-    triples = description.service_description(endpoint, dataset, federated)
+    page = str(request.url_for("query_page").include_query_params(dataset=dataset.name))
+    triples = description.service_description(endpoint, dataset, federated, page)
     text = graphs.write_graph(offer.format, triples, description.PREFIXES if offer.format == "ttl" else None)
     return Response(text, media_type=offer.content_type, headers={"Vary": "Accept"})
