@@ -13,15 +13,18 @@ install:
 run: install
 	$(BIN)/quanta up
 
-## The whole test suite (what CI runs): the Python suite, then the chart's tiers (static checks,
+## The whole test suite (what CI runs): the Python suite (its query page tests drive Debian's Chromium,
+## which scripts/browser.sh installs when missing), then the chart's tiers (static checks,
 ## rules and dashboards, a real API server, real pods, KEDA), whose tools build once, cached by version.
 test: install
+	scripts/browser.sh
 	cargo test --quiet --manifest-path services/native/Cargo.toml --locked --release --no-default-features
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not chart and not cluster"
 	PYTHON=$(BIN)/python scripts/k8s/test.sh all
 
 ## The Python suite without the slow tests and without Kubernetes.
 test-fast: install
+	scripts/browser.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not chart and not cluster"
 
 ## The chart's tiers alone (scripts/k8s/test.sh: static rules apiserver pods keda hpa, or all).

@@ -55,6 +55,10 @@ if [ "${1:-}" = --bare-converter ] && ! "$VENV/bin/hdt" --version 2>/dev/null | 
     --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
 fi
 
+# -- the query page's web assets (issue 12): YASGUI from npm as services/gateway/web/package-lock.json
+# pins it, into the folder the gateway serves; built only when missing or the lockfile changed -------
+services/gateway/web/build.sh
+
 # -- the bundled sample: the storage backend's side index, so workers start at once ---------
 "$VENV/bin/python" - data/watdiv-100k.hdt >/dev/null 2>&1 <<'EOF'
 import os, sys

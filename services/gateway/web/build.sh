@@ -11,7 +11,7 @@ out=${1:-$here/../src/quanta/gateway/static/vendor}
 stamp=".built-$(cat "$here/package-lock.json" "$here/build.sh" | sha256sum | cut -c1-16)"
 [ -f "$out/$stamp" ] && exit 0
 command -v npm >/dev/null || { echo "web assets: npm (Node.js 18 or later) is required" >&2; exit 1; }
-(cd "$here" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+(cd "$here" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
 rm -rf "$out" && mkdir -p "$out"
 cp "$here"/node_modules/@zazuko/yasgui/build/yasgui.min.{js,css} "$out/"
 touch "$out/$stamp"
