@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the images with the local Docker daemon (scripts/k8s/docker.sh), no registry needed:
 #   base     quanta-base:bookworm       debootstrap --variant=minbase --include=python3, docker import
-#   helpers  quanta-rust:<rustc>, quanta-uv:<uv>, quanta-redis:bookworm, quanta-pause:bookworm
+#   helpers  quanta-rust:<rustc>, quanta-uv:<uv>, quanta-node:<node>, quanta-redis:bookworm, quanta-pause:bookworm
 #   app      quanta-gateway, quanta-worker, quanta-loader (services/*/Dockerfile), tag $TAG (default dev)
 #   scripts/k8s/images.sh [base] [helpers] [app]      (default: all three)
 # Each image is built once and kept in the daemon's data root (under $QUANTA_CACHE).
@@ -16,6 +16,7 @@ BASE=quanta-base:$BASE_SUITE
 RUSTC_VERSION=$(rustc --version | awk '{print $2}')
 RUST_IMAGE=quanta-rust:$RUSTC_VERSION
 UV_IMAGE=quanta-uv:$UV_VERSION
+NODE_IMAGE=quanta-node:$(node --version)  # the gateway's web stage (npm ci of the query page's assets)
 
 log() { printf '\033[1mk8s-images:\033[0m %s\n' "$*" >&2; }
 have() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -62,6 +63,17 @@ helpers() {
     build -t "$UV_IMAGE" -f "$here/images/uv.Dockerfile" "$ctx"
     rm -rf "$ctx"
   fi
+  if ! have "$NODE_IMAGE"; then
+    log "$NODE_IMAGE from the host's Node.js and npm"
+    local ctx; ctx=$(mktemp -d)
+    local npm; npm=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")  # .../node_modules/npm
+    mkdir -p "$ctx/node/bin" "$ctx/node/lib/node_modules"
+    cp "$(readlink -f "$(command -v node)")" "$ctx/node/bin/node"
+    cp -a "$npm" "$ctx/node/lib/node_modules/npm"
+    ln -s ../lib/node_modules/npm/bin/npm-cli.js "$ctx/node/bin/npm"
+    build -t "$NODE_IMAGE" --build-arg BASE_IMAGE="$BASE" -f "$here/images/node.Dockerfile" "$ctx"
+    rm -rf "$ctx"
+  fi
   for name in redis pause; do
     have "quanta-$name:$BASE_SUITE" && continue
     log "quanta-$name:$BASE_SUITE"
@@ -74,7 +86,7 @@ app() {
     log "quanta-$role:$TAG"
     local start=$SECONDS
     build -t "quanta-$role:$TAG" --build-arg BASE_IMAGE="$BASE" --build-arg RUST_IMAGE="$RUST_IMAGE" \
-      --build-arg UV_IMAGE="$UV_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust -f "$root/services/$role/Dockerfile" "$root"
+      --build-arg UV_IMAGE="$UV_IMAGE" --build-arg NODE_IMAGE="$NODE_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust -f "$root/services/$role/Dockerfile" "$root"
     log "quanta-$role:$TAG built in $((SECONDS - start)) s"
   done
   docker image prune -f >/dev/null  # the previous builds' images, now untagged
