@@ -77,6 +77,10 @@
   $("example").addEventListener("change", () => {
     yasqe.setValue(dataset().examples[Number($("example").value)].query);
   });
+  yasqe.on("change", () => {
+    const example = ((dataset() || {}).examples || [])[Number($("example").value)];
+    if (example && example.query !== yasqe.getValue()) $("example").selectedIndex = -1; // edited: no example
+  });
 
   // -- running a query --
 
