@@ -40,7 +40,7 @@ def run(url: str, query: str) -> list[Event]:
 
 
 def tasks_queued(redis_url: str) -> int:
-    info: dict[str, Any] = redis.Redis.from_url(redis_url).xinfo_stream(keys.TASKS)  # type: ignore[assignment]
+    info: dict[str, Any] = redis.Redis.from_url(redis_url).xinfo_stream(keys.TASKS)
     return int(info["entries-added"])
 
 
@@ -97,9 +97,7 @@ def test_a_syntax_error_is_a_problem_before_any_event(module_service) -> None:  
 
 def test_a_failure_once_streaming_is_an_error_event(make_service) -> None:  # type: ignore[no-untyped-def]
     """A sort past its budgets fails after quanta were sent: the stream says so and ends properly."""
-    service = make_service(
-        quantum_ms=2, max_results=40, QUANTA_SPARQL_MEMORY_ROWS="50", QUANTA_SPARQL_DISK_BYTES="0"
-    )
+    service = make_service(quantum_ms=2, max_results=40, QUANTA_SPARQL_MEMORY_ROWS="50", QUANTA_SPARQL_DISK_BYTES="0")
     got = run(service.url, f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }} ORDER BY ?o")
     assert got[1][0] == "quantum"
     name, problem = got[-1]

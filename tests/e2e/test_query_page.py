@@ -55,7 +55,8 @@ class Watched:
 
     def editor(self, script: str) -> Any:
         """Run `script` with `cm`, the editor (CodeMirror keeps itself on its element)."""
-        return self.page.evaluate(f"(() => {{ const cm = document.querySelector('.CodeMirror').CodeMirror; {script} }})()")
+        editor = "document.querySelector('.CodeMirror').CodeMirror"
+        return self.page.evaluate(f"(() => {{ const cm = {editor}; {script} }})()")
 
 
 def _origin(url: str) -> str:
@@ -96,7 +97,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tasks_queued(redis_url: str) -> int:
-    info: dict[str, Any] = redis.Redis.from_url(redis_url).xinfo_stream(keys.TASKS)  # type: ignore[assignment]
+    info: dict[str, Any] = redis.Redis.from_url(redis_url).xinfo_stream(keys.TASKS)
     return int(info["entries-added"])
 
 
@@ -189,8 +190,8 @@ def test_a_syntax_error_is_shown_and_marked_in_the_editor(watched: Watched, shot
     expect(page.locator("#problem")).to_be_visible()
     assert page.text_content("#problem-title") == "The query does not parse"
     assert page.text_content("#problem-detail")
-    marks = watched.editor("return cm.getAllMarks().filter(m => m.className === 'query-error').map(m => m.find().from);")
-    assert [mark["line"] for mark in marks] == [1]  # the second line (CodeMirror counts from 0)
+    marks = watched.editor("return cm.getAllMarks().filter(m => m.className === 'query-error').map(m => m.find());")
+    assert [mark["from"]["line"] for mark in marks] == [1]  # the second line (CodeMirror counts from 0)
     assert page.is_visible(".query-error")
     page.screenshot(path=shots / "query-page-error.png")
     watched.editor("cm.setValue('SELECT * WHERE { ?s ?p ?o } LIMIT 3');")
