@@ -169,7 +169,7 @@ def wct(args: argparse.Namespace) -> None:
                         label = f"{name}-w{workers}-n{n}"
                         run = runner.locust(s.host, s.user, n, results.out, label, "--workload", "basic", "--rounds",
                                             str(args.rounds), "--passes", "1", *s.options)  # fmt: skip
-                        results.add({"system": name, "workers": workers} | summarize(run))
+                        results.add({"system": name, "workers": workers, "n": n} | summarize(run))
 
 
 def icwe(args: argparse.Namespace) -> None:
@@ -188,7 +188,7 @@ def icwe(args: argparse.Namespace) -> None:
                         before = s.quanta.worker_metrics() if s.quanta else []
                         options = ["--workload", "basic", "--measure-one", "--query-timeout", str(args.quota_s)]
                         run = runner.locust(s.host, s.user, n, results.out, label, *options, *s.options)
-                        entry = {"system": name, "workers": workers} | summarize(run)
+                        entry = {"system": name, "workers": workers, "n": n} | summarize(run)
                         m = entry["queries"]
                         entry["timeouts"] = entry["cut"]
                         entry["qph"] = round(m / max(entry["wct_s"] or 1e-9, 1e-9) * 3600) if m else None
