@@ -68,19 +68,26 @@ def counter(path: Path) -> Any:
     return count
 
 
-def workload(path: Path, limit: int | None) -> dict[str, str]:
+def workload(path: Path, sets: list[str], limit: int | None) -> dict[str, str]:
+    """The OPTIONAL variants of the basic queries (and of the stress queries), by query name."""
     count = counter(path)
     queries: dict[str, str] = {}
-    for file in sorted((WATDIV / "queries" / "basic").glob("*.rq"), key=_order):
-        variant = optional_variant(file.read_text(), count)
-        if variant is not None and variant not in queries.values():
-            queries[file.stem] = variant
+    for folder in sets:
+        for file in sorted((WATDIV / "queries" / folder).glob("*.rq"), key=_order):
+            variant = optional_variant(file.read_text(), count)
+            if variant is not None and variant not in queries.values():
+                queries[file.stem] = variant
     return dict(list(queries.items())[:limit]) if limit else queries
 
 
 def _order(path: Path) -> tuple[str, int]:
-    template, number = path.stem.split("_")
+    template, number = path.stem.rsplit("_", 1)
     return template, int(number)
+
+
+def template(name: str) -> str:
+    """L1_3 -> L1; ST-p05-03_1 -> ST-p05 (stress queries by their number of triple patterns)."""
+    return name.split("_")[0] if not name.startswith("ST-") else name[:6]
 
 
 @contextmanager
@@ -100,25 +107,31 @@ def service(dataset: Path, quantum_ms: float):  # type: ignore[no-untyped-def]
         proc.wait(timeout=60)
 
 
-async def run_one(url: str, query: str, strategy: str, block: int) -> dict[str, Any]:
+async def run_one(url: str, query: str, strategy: str, block: int, timeout_s: float) -> dict[str, Any]:
     events: list[RequestEvent] = []
     transport = HttpTransport(url, timeout=900)
     client = SmartClient(transport, budgets=Budgets(block_size=block), optional=strategy, on_request=events.append)
     started = time.perf_counter()
     execution = await client.prepare(query, "watdiv")
-    digest = hashlib.sha256()
+    digest = 0  # of the multiset of rows: a sum of their hashes, in any order
     rows = 0
-    for row in sorted([repr(r) async for r in execution.solutions()]):
-        digest.update(row.encode())
-        rows += 1
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for row in execution.solutions():
+                digest = (digest + int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest())) % 2**64
+                rows += 1
+    except TimeoutError:
+        await execution.aclose()
+        return {"timeout_s": timeout_s, "requests": len(events), "rows": rows}
+    finally:
+        transport.close()
     elapsed = time.perf_counter() - started
-    transport.close()
     failed = [e.status for e in events if e.status != "ok"]
     return {
         "requests": len(events),
         "bytes": sum(e.bytes for e in events),
         "rows": rows,
-        "digest": digest.hexdigest()[:16],
+        "digest": f"{digest:016x}",
         "seconds": round(elapsed, 3),
         "retried": len(failed),
     }
@@ -126,31 +139,44 @@ async def run_one(url: str, query: str, strategy: str, block: int) -> dict[str, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default="1m", choices=["100k", "1m", "10m"])
+    parser.add_argument("--dataset", default="10m", choices=["100k", "1m", "10m"])
+    parser.add_argument("--workloads", default="basic,stress", help="WatDiv query sets: basic, stress")
     parser.add_argument("--quanta", default="75,1000", help="quanta in ms, comma-separated")
     parser.add_argument("--block", type=int, default=100, help="BindLeftJoin's mappings per request")
     parser.add_argument("--limit", type=int, help="the first N queries only (a quick look; docs untouched)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--timeout", type=float, default=120, help="seconds a query may take (else left out)")
     args = parser.parse_args()
     dataset = WATDIV / f"watdiv-{args.dataset}.hdt"
-    queries = workload(dataset, args.limit)
+    queries = workload(dataset, args.workloads.split(","), args.limit)
     quanta = [float(q) for q in args.quanta.split(",")]
     print(f"{len(queries)} OPTIONAL queries on watdiv-{args.dataset}, quanta {quanta} ms", file=sys.stderr)
     runs: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    timed_out: dict[str, str] = {}
     for quantum in quanta:
         with service(dataset, quantum) as url:
             for name, query in queries.items():
+                if name in timed_out:
+                    continue
                 for label, strategy in STRATEGIES.items():
-                    result = asyncio.run(run_one(url, query, strategy, args.block))
+                    result = asyncio.run(run_one(url, query, strategy, args.block, args.timeout))
                     runs[f"{label}@{quantum:g}"][name] = result
                     print(f"{quantum:g} ms {label:12} {name:6} {result}", file=sys.stderr)
-    mismatches = [name for name in queries if len({runs[config][name]["digest"] for config in runs}) != 1]
+                    if "timeout_s" in result:
+                        timed_out[name] = f"{label} at {quantum:g} ms: over {args.timeout:g} s ({result['rows']} rows)"
+                        break
+    for per in runs.values():  # a query over the time limit anywhere is left out everywhere
+        for name in timed_out:
+            per.pop(name, None)
+    kept = [name for name in queries if name not in timed_out]
+    mismatches = [name for name in kept if len({runs[config][name]["digest"] for config in runs}) != 1]
     report = {
         "machine": benchlib.machine({"quanta_client": "quanta-client"}),
         "dataset": f"watdiv-{args.dataset}",
         "block_size": args.block,
         "quanta_ms": quanta,
-        "queries": queries,
+        "queries": {name: queries[name] for name in kept},
+        "timed_out": timed_out,
         "runs": runs,
         "mismatches": mismatches,
     }
@@ -201,16 +227,19 @@ def render(report: dict[str, Any], argv: str) -> str:
             f"| {label} | {b['requests']:,.0f} | {o['requests']:,.0f} | {b['bytes'] / 1e6:,.1f} "
             f"| {o['bytes'] / 1e6:,.1f} | {b['seconds']:,.0f} | {o['seconds']:,.0f} |"
         )
+    if report["timed_out"]:
+        left = ", ".join(f"{name} ({why})" for name, why in report["timed_out"].items())
+        lines += ["", f"Left out, over the time limit: {left}."]
     lines += ["", "Per template, requests (median over its queries):", ""]
     configs = list(report["runs"])
     lines += ["| template | " + " | ".join(configs) + " |", "|---|" + "---:|" * len(configs)]
-    templates = sorted({name.split("_")[0] for name in report["queries"]}, key=lambda t: (t[0], int(t[1:])))
-    for template in templates:
+    templates = list(dict.fromkeys(template(name) for name in report["queries"]))
+    for group in templates:
         cells = []
         for config in configs:
-            values = [r["requests"] for name, r in report["runs"][config].items() if name.split("_")[0] == template]
+            values = [r["requests"] for name, r in report["runs"][config].items() if template(name) == group]
             cells.append(f"{statistics.median(values):g}")
-        lines.append(f"| {template} | " + " | ".join(cells) + " |")
+        lines.append(f"| {group} | " + " | ".join(cells) + " |")
     lines += ["", "![requests per query, OptJoin against BindLeftJoin](img/client.png)"]
     return "\n".join(lines)
 

@@ -225,3 +225,15 @@ def test_the_sync_client_runs_any_query(transport, reference) -> None:  # type: 
         triples = list(client.query(f"CONSTRUCT {{ ?s <urn:p> ?o }} WHERE {{ {FRIENDS} }} LIMIT 4", "watdiv").triples())
     assert rows == [(str(r["o"].value), f'"{r["n"].value}"^^<{r["n"].datatype.value}>') for r in reference.query(query)]
     assert len(triples) == 4 and all(p == "urn:p" for _, p, _ in triples)
+
+
+def test_a_bind_join_block_holds_at_most_the_memory_budget_of_rows(transport, reference) -> None:  # type: ignore[no-untyped-def]
+    """Blocks end at `block_size` keys or at `memory_rows` rows: few keys with
+    many rows each are shipped again rather than held all at once."""
+    query = f"SELECT * WHERE {{ {FRIENDS} OPTIONAL {{ ?s <{WSDBM}userId> ?id }} }}"
+    counted = Counted()
+    client = SmartClient(transport, budgets=Budgets(block_size=100_000, memory_rows=1000), optional="bind")
+    client.on_request = counted
+    head, rows, _, _ = asyncio.run(solutions(client, query))
+    assert as_multiset(head, rows) == oxigraph_rows(reference, query)
+    assert len(counted.events) > 40  # 40,729 left rows, 1,000 a block

@@ -24,6 +24,7 @@ from quanta.client.plan.serialize import values_clause
 from quanta.sparql.terms import literal
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+CHUNK = 4096  # rows per batch handed on
 Key = tuple[str | None, ...]
 
 
@@ -74,9 +75,12 @@ async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> As
 
 
 async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
-    """The left rows in blocks: distinct keys (at most block_size) and the rows of each."""
-    size = ctx.budgets.block_size
+    """The left rows in blocks: distinct keys (at most block_size) and the rows
+    of each; a block also ends at `memory_rows` rows (when few keys have many
+    rows, a key may then be shipped in several blocks)."""
+    size, most = ctx.budgets.block_size, ctx.budgets.memory_rows
     keys: dict[Key, list[Row]] = {}
+    held = 0
     async with aclosing(left.run(ctx)) as batches:
         async for batch in batches:
             for row in batch:
@@ -85,9 +89,13 @@ async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIter
                 if rows is None:
                     if len(keys) >= size:
                         yield list(keys), list(keys.values())
-                        keys = {}
+                        keys, held = {}, 0
                     rows = keys[k] = []
                 rows.append(row)
+                held += 1
+                if held >= most:
+                    yield list(keys), list(keys.values())
+                    keys, held = {}, 0
     if keys:
         yield list(keys), list(keys.values())
 
@@ -110,8 +118,13 @@ class BindJoin(Op):
         pacer = Pacer(ctx.budgets.yield_rows)
         async for keys, groups in blocks(ctx, self.left, self.ship.key):
             async for found in matches(ctx, self.piece, self.ship, keys):
-                out: Batch = [merge(left, r) for i, r in found for left in groups[i]]
-                await pacer.tick(len(out))
+                out: Batch = []
+                for i, r in found:
+                    out += [merge(left, r) for left in groups[i]]
+                    if len(out) >= CHUNK:  # the output is handed on in bounded batches
+                        await pacer.tick(len(out))
+                        yield out
+                        out = []
                 yield out
 
 
@@ -143,6 +156,10 @@ class BindLeftJoin(Op):
                         if self.keep is None or self.keep(row):
                             matched[i][j] = True
                             out.append(row)
+                    if len(out) >= CHUNK:
+                        await pacer.tick(len(out))
+                        yield out
+                        out = []
                 await pacer.tick(len(out) + 1)
                 yield out
             yield [left for i, rows in enumerate(groups) for j, left in enumerate(rows) if not matched[i][j]]

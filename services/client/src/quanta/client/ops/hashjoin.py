@@ -22,6 +22,7 @@ from quanta.client.ops.spill import MAX_DEPTH, Partitions, RowFile, split
 from quanta.client.plan.context import Context
 
 Key = tuple[str | None, ...]
+CHUNK = 4096  # rows per batch handed on
 
 
 class HashJoin(Op):
@@ -102,6 +103,9 @@ class HashJoin(Op):
                     candidates = table.get(self.key(row), ())
                     out += self.probe(row, candidates)[0]
                     await pacer.tick(1 + len(candidates))
+                    if len(out) >= CHUNK:  # a join's output is handed on in bounded batches
+                        yield out
+                        out = []
                 yield out
         elif isinstance(overflow, Partitions):
             async for out in self._grace(ctx, overflow, pacer):
