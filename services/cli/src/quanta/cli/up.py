@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         name = next(iter(datasets))
         print(f"quanta is up at {url} ({args.workers} workers; datasets: {', '.join(datasets)})")
+        print(f"  open {url}/ in a browser: the query page")
         print(f"  SPARQL endpoint: {url}/sparql (any SPARQL 1.1 client; {url}/sparql/{name} by name)")
         print(f"  try: curl -s {url}/sparql --data-urlencode 'query={EXAMPLE}'")
         print(f"   or, one quantum per request: quanta client {url} {name} '{EXAMPLE}'")
