@@ -72,3 +72,32 @@ bench-native: install
 
 clean:
 	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache
+
+## ---- Load tests (loadtest/README.md; owner: the load-testing work, issue 11) ----------------------
+## Each experiment runs real services on this machine (quanta, and Apache Jena Fuseki through
+## scripts/jena.sh) and writes loadtest/results/NAME.json; loadtest-report renders docs/benchmarks.md.
+LOADTEST := $(BIN)/python loadtest/experiments.py
+.PHONY: loadtest loadtest-smoke loadtest-wct loadtest-icwe loadtest-qmph loadtest-requests loadtest-quantum \
+	loadtest-faults loadtest-report
+
+## Everything, about 50 minutes on 2 cores, then the report.
+loadtest: loadtest-quantum loadtest-requests loadtest-wct loadtest-icwe loadtest-qmph loadtest-faults loadtest-report
+
+## The bounded Locust runs of the test suite (about 20 s).
+loadtest-smoke: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/loadtest
+
+loadtest-wct: install
+	$(LOADTEST) wct
+loadtest-icwe: install
+	$(LOADTEST) icwe --clients 1,4,16,32
+loadtest-qmph: install
+	$(LOADTEST) qmph --workers 2
+loadtest-requests: install
+	$(LOADTEST) requests
+loadtest-quantum: install
+	$(LOADTEST) quantum
+loadtest-faults: install
+	$(BIN)/python loadtest/faults.py
+loadtest-report: install
+	$(BIN)/python loadtest/report.py

@@ -174,11 +174,12 @@ def wct(args: argparse.Namespace) -> None:
 
 def icwe(args: argparse.Namespace) -> None:
     """ICWE'18: n-1 loaders run the heaviest 20% of the basic queries (by the reference time
-    in results.tsv) over and over while one client runs all 200 once and is measured. Every
+    in results.tsv) over and over while one client runs its workload (--rounds instances of
+    each template) once and is measured. Every
     client gives up a query after --quota-s (the paper's 120 s, scaled); the Fuseki quota
     cuts it server-side."""
     config = {"clients": args.clients, "workers": args.workers, "systems": args.systems, "quota_s": args.quota_s,
-              "dataset": "watdiv-1m", "workload": "basic"}  # fmt: skip
+              "rounds": args.rounds, "dataset": "watdiv-1m", "workload": "basic"}  # fmt: skip
     with Results("icwe", args.quick, config) as results:
         for workers in args.workers:
             with systems(args.systems, workers, args.quota_s) as up:
@@ -186,7 +187,8 @@ def icwe(args: argparse.Namespace) -> None:
                     for name, s in up.items():
                         label = f"{name}-w{workers}-n{n}"
                         before = s.quanta.worker_metrics() if s.quanta else []
-                        options = ["--workload", "basic", "--measure-one", "--query-timeout", str(args.quota_s)]
+                        options = ["--workload", "basic", "--rounds", str(args.rounds), "--measure-one"]
+                        options += ["--query-timeout", str(args.quota_s)]
                         run = runner.locust(s.host, s.user, n, results.out, label, *options, *s.options)
                         entry = {"system": name, "workers": workers, "n": n} | summarize(run)
                         m = entry["queries"]
@@ -293,13 +295,18 @@ def main() -> None:
     parser.add_argument("--users", type=_ints, default=[1, 4, 8, 64])
     parser.add_argument("--workers", type=_ints, default=[1, 2])
     parser.add_argument("--systems", type=lambda s: s.split(","), default=None)
-    parser.add_argument("--rounds", type=int, default=2, help="wct: each template this many times per client")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="wct, icwe: each template this many times in a (measured) client's workload (default: wct 1, icwe 3)",
+    )
     parser.add_argument("--seconds", type=int, default=30, help="qmph: each run's duration")
     parser.add_argument("--quota-s", type=float, default=5.0, help="the time limit of the quota baseline")
     args = parser.parse_args()
     defaults = {"wct": [*QUANTA_SYSTEMS, *FUSEKI_SYSTEMS], "icwe": ["quanta-75ms", *FUSEKI_SYSTEMS],
                 "qmph": ["quanta-75ms", "quanta-sparql", "fuseki"]}  # fmt: skip
     args.systems = args.systems or defaults.get(args.experiment, [])
+    args.rounds = args.rounds or {"icwe": 3}.get(args.experiment, 1)
     if args.quick:
         args.clients, args.users, args.workers, args.rounds, args.seconds = [1, 4], [1, 4], [1], 1, 8
     with _STACK:

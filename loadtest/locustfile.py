@@ -31,7 +31,8 @@ OPTIONS: list[tuple[str, str, Any, type, str]] = [
     ("--passes", "QUANTA_LOADTEST_PASSES", 0, int, "each client runs its workload N times, then stops (0: no end)"),
     ("--seed", "QUANTA_LOADTEST_SEED", 0, int, "seeds every client's workload"),
     ("--measure-one", "QUANTA_LOADTEST_MEASURE_ONE", False, bool,
-     "client 0 runs the whole mix once and is measured, the others load the heaviest 20%%; the run ends with it"),
+     "client 0 runs its workload once and is measured, the others loop over the heaviest 20%% of the mix; "
+     "the run ends with client 0"),
     ("--include-huge", "QUANTA_LOADTEST_INCLUDE_HUGE", False, bool, "stress mix: keep ST-p06-08 (7.8 M rows)"),
     ("--endpoint", "QUANTA_LOADTEST_ENDPOINT", "/sparql/{dataset}", str, "SparqlUser: the endpoint's path"),
     ("--plan", "QUANTA_LOADTEST_PLAN", "", str, "QuantaUser: plans by value or reference (default: the dataset's)"),

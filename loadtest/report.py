@@ -132,7 +132,9 @@ def icwe(data: dict[str, Any]) -> str:
     out = [f"**Throughput, timeouts and completeness under loaders** (after *SaGe: a preemptive SPARQL server for "
            f"online knowledge graphs*). {provenance(data)}",
            f"n-1 loaders run the heaviest 20% of the basic queries (40, by results.tsv's reference time) over and "
-           f"over; one client runs all 200 once and is measured: queries per hour (200 over its completion time, "
+           f"over; one client runs its workload ({cfg.get('rounds', 3)} random instances of each of the 20 "
+           f"templates, {20 * cfg.get('rounds', 3)} queries) once and is measured: queries per hour (its queries over "
+           f"its completion time, "
            f"timeouts included), timeouts (every client gives up a query after {cfg['quota_s']} s; Fuseki + time "
            f"limit also stops it itself), completeness (rows received of rows expected). Preemption overhead: "
            f"suspend + resume time per preempted quantum, from the workers' Prometheus histograms, as a share of "

@@ -147,7 +147,8 @@ class WatDivUser(User):
         mix = workload.load(options.workload, include_huge=options.include_huge)
         if options.measure_one:  # the ICWE setup: one measuring client, loaders on the heaviest 20%
             if self.client_index == 0:
-                self.role, self.queries = "measure", workload.client_workload(mix, 0, seed=options.seed, rounds=0)
+                self.role = "measure"
+                self.queries = workload.client_workload(mix, 0, seed=options.seed, rounds=options.rounds)
             else:
                 self.role = "loader"
                 self.queries = workload.client_workload(
