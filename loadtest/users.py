@@ -33,6 +33,7 @@ from locust import User, events, task
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
+from locust.stats import CSV_STATS_INTERVAL_SEC
 
 from quanta.client import HttpTransport, QueryError, RequestEvent, Retry, SmartClient
 
@@ -348,7 +349,8 @@ def _count_finished(environment: Environment, measuring: bool) -> None:
     options = environment.parsed_options
     assert options is not None
     if measuring or (not options.measure_one and _finished >= (options.num_users or 0)):
-        gevent.spawn_later(0.1, environment.runner.quit)  # type: ignore[union-attr]
+        # after Locust's CSV writer has taken its next snapshot (it writes none when quitting)
+        gevent.spawn_later(CSV_STATS_INTERVAL_SEC + 0.5, environment.runner.quit)  # type: ignore[union-attr]
 
 
 def _on_init(environment: Environment, **_: Any) -> None:

@@ -4,8 +4,10 @@ result count, and a workload of its own for each simulated client (as in
 *SaGe: Web Preemption for Public SPARQL Query Services*, where each of the
 clients runs a different workload of the same distribution).
 
-    python loadtest/workload.py optional --hdt watdiv-1m.nt.gz   # (re)generate the OPTIONAL mix
-    python loadtest/workload.py show basic --client 3             # one client's workload
+    python loadtest/workload.py optional                         # (re)generate the OPTIONAL mix
+    python loadtest/workload.py export basic --ntriples watdiv-100k.nt.gz --out FILE.jsonl
+                                          # a mix with its counts on other data (pyoxigraph)
+    python loadtest/workload.py show basic --client 3            # one client's workload
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import os
 import random
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "workloads"
@@ -143,23 +145,29 @@ def heaviest(queries: list[Query], share: float = 0.2) -> list[Query]:
     return ranked[: max(1, round(len(ranked) * share))]
 
 
-def generate_optional(folder: Path, ntriples: Path) -> list[Query]:
-    """The OPTIONAL mix from the basic queries, counts from pyoxigraph over `ntriples` (watdiv-1m)."""
+def _store(ntriples: Path) -> Any:
+    """A pyoxigraph store of `ntriples` (.nt or .nt.gz): the independent oracle for counts."""
     import gzip
 
     import pyoxigraph
-
-    from quanta.client.workloads import optional_variant
 
     store = pyoxigraph.Store()
     opened = cast(IO[bytes], gzip.open(ntriples) if ntriples.suffix == ".gz" else ntriples.open("rb"))  # noqa: SIM115
     with opened as f:
         store.bulk_load(f, pyoxigraph.RdfFormat.N_TRIPLES)
+    return store
+
+
+def generate_optional(folder: Path, ntriples: Path) -> list[Query]:
+    """The OPTIONAL mix from the basic queries, counts from pyoxigraph over `ntriples` (watdiv-1m)."""
+    from quanta.client.workloads import optional_variant
+
+    store = _store(ntriples)
     patterns: dict[str, int] = {}
 
     def count(pattern: str) -> int:
         if pattern not in patterns:
-            (solution,) = store.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ {pattern} }}")  # type: ignore[misc]
+            (solution,) = store.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ {pattern} }}")
             patterns[pattern] = int(solution["n"].value)
         return patterns[pattern]
 
@@ -168,9 +176,15 @@ def generate_optional(folder: Path, ntriples: Path) -> list[Query]:
         text = optional_variant(q.text, count)
         if text is None:
             continue
-        rows = len(list(store.query(text)))  # type: ignore[arg-type]
+        rows = len(list(store.query(text)))
         out.append(Query(f"optional:{q.name}", f"optional/{q.id.split('/', 1)[1]}", text, rows, q.seconds))
     return out
+
+
+def recount(queries: list[Query], ntriples: Path) -> list[Query]:
+    """The same queries with their result counts on `ntriples` (pyoxigraph)."""
+    store = _store(ntriples)
+    return [replace(q, expected=len(list(store.query(q.text)))) for q in queries]
 
 
 def main() -> None:
@@ -178,6 +192,10 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("optional", help=f"regenerate {OPTIONAL_FILE.relative_to(HERE.parent)}")
     gen.add_argument("--ntriples", type=Path, help="watdiv-1m N-Triples (default: the WatDiv folder's .nt.gz)")
+    export = commands.add_parser("export", help="a mix as a .jsonl workload, counted on other data")
+    export.add_argument("mix")
+    export.add_argument("--ntriples", type=Path, required=True)
+    export.add_argument("--out", type=Path, required=True)
     show = commands.add_parser("show", help="print a client's workload")
     show.add_argument("mix")
     show.add_argument("--client", type=int, default=0)
@@ -189,6 +207,10 @@ def main() -> None:
         queries = generate_optional(folder, args.ntriples or folder / "watdiv-1m.nt.gz")
         write_jsonl(queries, OPTIONAL_FILE)
         print(f"{len(queries)} OPTIONAL queries -> {OPTIONAL_FILE}")
+    elif args.command == "export":
+        queries = recount(load(args.mix, folder), args.ntriples)
+        write_jsonl(queries, args.out)
+        print(f"{len(queries)} queries -> {args.out}")
     else:
         for q in client_workload(load(args.mix, folder), args.client, seed=args.seed, rounds=args.rounds):
             print(f"{q.name}\t{q.id}\t{q.expected}")

@@ -67,3 +67,13 @@ def test_sparql_user_on_the_endpoint(quanta: service.Quanta, tmp_path: Path) -> 
     run = locust(tmp_path, quanta.url, "SparqlUser", "-u", "2", "-r", "2", "--workload", "basic")
     assert run["counts"]["queries"] == run["counts"]["ok"] == 40
     assert run["counts"]["requests"] == 40  # one request per query
+
+
+def test_workload_file_on_the_sample(tmp_path: Path) -> None:
+    """What the Kubernetes Job runs by default: a workload file, counted on the bundled sample."""
+    sample = LOADTEST.parent / "data" / "watdiv-100k.hdt"
+    with service.quanta(sample, workers=1, dataset="watdiv-100k") as svc:
+        file = LOADTEST / "workloads" / "basic-watdiv-100k.jsonl"
+        run = locust(tmp_path, svc.url, "QuantaUser", "-u", "2", "-r", "2", "--workload", str(file),
+                     "--dataset", "watdiv-100k")  # fmt: skip
+    assert run["counts"]["queries"] == run["counts"]["ok"] == 40
