@@ -313,7 +313,7 @@ def main() -> None:
     body = "\n\n".join(parts) or "No load-test results yet: run the experiments (loadtest/README.md)."
     if not args.doc.exists():
         args.doc.write_text("# Benchmarks\n")
-    runner.benchlib.replace_block(args.doc, "loadtest", body)
+    runner.replace_block(args.doc, "loadtest", body)
     print(f"wrote the loadtest block of {args.doc} ({len(parts)} sections)")
 
 

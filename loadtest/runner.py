@@ -29,6 +29,11 @@ def machine() -> dict[str, Any]:
     return found
 
 
+def replace_block(doc: Path, name: str, body: str) -> None:
+    """The block between `<!-- name:begin -->` and `<!-- name:end -->` of `doc`."""
+    benchlib.replace_block(doc, name, body)
+
+
 def _cpu() -> list[int]:
     with open("/proc/stat") as f:
         return [int(x) for x in f.readline().split()[1:]]
