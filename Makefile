@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client clean
 
 install:
 	@scripts/bootstrap.sh
@@ -55,7 +55,7 @@ format: install
 proto: install
 	scripts/uv.sh sync --locked --all-packages --quiet --reinstall-package quanta-proto
 
-bench: bench-engine bench-loader bench-service bench-native
+bench: bench-engine bench-loader bench-service bench-native bench-client
 
 bench-engine: install
 	$(BIN)/python bench/engine.py
@@ -69,6 +69,9 @@ bench-service: install
 
 bench-native: install
 	$(BIN)/python bench/native.py
+
+bench-client: install
+	$(BIN)/python bench/client.py
 
 clean:
 	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache

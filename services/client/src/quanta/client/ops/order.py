@@ -8,6 +8,7 @@ datatype and lexical form, so the order is total and the same every time.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncGenerator
 from functools import lru_cache
@@ -103,23 +104,27 @@ class OrderBy(Op):
         return f"OrderBy {self.conditions} top={self.top}"
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        # Sorting is done in a worker thread: a sort of many rows is one long
+        # call, and the event loop (the gateway's) must keep turning meanwhile.
         pacer = Pacer(ctx.budgets.yield_rows)
         if self.top is not None and self.top <= ctx.budgets.memory_rows:
             kept: list[Row] = []
             async for batch in self.child.run(ctx):
                 kept += batch
                 if len(kept) >= 2 * self.top + 1024:
-                    kept.sort(key=self.key)
-                    del kept[self.top :]
+                    kept = await asyncio.to_thread(self._first, kept, self.top)
                 await pacer.tick(len(batch))
-            kept.sort(key=self.key)
-            yield kept[: self.top]
+            yield await asyncio.to_thread(self._first, kept, self.top)
             return
         sort = ExternalSort(ctx, self.key, ctx.budgets.memory_rows)
+        pending: Batch = []
         async for batch in self.child.run(ctx):
-            for row in batch:
-                sort.add(row)
-            await pacer.tick(len(batch))
+            pending += batch
+            if len(pending) >= ctx.budgets.yield_rows:
+                await asyncio.to_thread(sort.add_all, pending)
+                pending = []
+        await asyncio.to_thread(sort.add_all, pending)
+        await asyncio.to_thread(sort.finish)
         out: Batch = []
         for row in sort.sorted():
             out.append(row)
@@ -128,3 +133,8 @@ class OrderBy(Op):
                 yield out
                 out = []
         yield out
+
+    def _first(self, rows: list[Row], count: int) -> list[Row]:
+        rows.sort(key=self.key)
+        del rows[count:]
+        return rows

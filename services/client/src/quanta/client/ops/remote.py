@@ -11,12 +11,13 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from quanta.client.ops.base import Batch, Op, Shape
 from quanta.client.plan.context import Context
-from quanta.client.transport import SubPage, SubRequest
+from quanta.client.transport import Row, SubRequest
 
 FOREIGN = "_: foreign"  # a blank node label no HDT dictionary holds (labels have no spaces)
 
@@ -69,11 +70,11 @@ class Columns:
         self.shape = shape
         self.source = source
 
-    def rows(self, page: SubPage) -> Batch:
-        positions = [(i, self.slots[v]) for i, v in enumerate(page.variables) if v in self.slots]
+    def rows(self, variables: list[str], rows: list[Row]) -> Batch:
+        positions = [(i, self.slots[v]) for i, v in enumerate(variables) if v in self.slots]
         incoming, width = self.source.incoming, self.shape.width
         out: Batch = []
-        for values in page.rows:
+        for values in rows:
             cells: list[str | None] = [None] * width
             for i, slot in positions:
                 cells[slot] = incoming(values[i])
@@ -82,10 +83,18 @@ class Columns:
 
 
 async def fetch(ctx: Context, source: Source, text: str, columns: Columns) -> AsyncGenerator[Batch, None]:
-    """Every page of one server query, as rows (stops sending when the consumer stops)."""
+    """Every page of one server query, as rows (stops sending when the consumer
+    stops), in batches of `yield_rows` at most: a page may hold 100,000 rows,
+    and what comes after works batch by batch between turns of the event loop."""
     request = SubRequest(ctx.dataset, source.graph, text)
+    size = ctx.budgets.yield_rows
     async for page in ctx.requester.pages(request):
-        yield columns.rows(page)
+        if len(page.rows) <= size:
+            yield columns.rows(page.variables, page.rows)
+            continue
+        for start in range(0, len(page.rows), size):
+            yield columns.rows(page.variables, page.rows[start : start + size])
+            await asyncio.sleep(0)
 
 
 @dataclass

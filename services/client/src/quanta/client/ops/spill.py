@@ -95,17 +95,26 @@ class ExternalSort:
         self.runs.append(run.finish())
         self.buffer = []
 
+    def add_all(self, rows: Iterable[Any]) -> None:
+        for row in rows:
+            self.add(row)
+
+    def finish(self) -> None:
+        """Sort what is still in memory (the long part of `sorted`'s start)."""
+        if self.runs and self.buffer:
+            self._spill()
+        else:
+            self.buffer.sort(key=self.key)
+
     @property
     def spilled(self) -> bool:
         return bool(self.runs)
 
     def sorted(self) -> Iterator[Any]:
+        """The rows in order (after `finish`)."""
         if not self.runs:
-            self.buffer.sort(key=self.key)
             yield from self.buffer
             return
-        if self.buffer:
-            self._spill()
         try:
             yield from heapq.merge(*self.runs, key=self.key)
         finally:
