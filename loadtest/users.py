@@ -356,7 +356,7 @@ def _count_finished(environment: Environment, measuring: bool) -> None:
 def _on_init(environment: Environment, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
         environment.runner.register_message(
-            "quanta-finished", lambda message, **_: _count_finished(environment, message.data["measuring"])
+            "quanta-finished", lambda msg, **_: _count_finished(environment, msg.data["measuring"])
         )
 
 

@@ -77,3 +77,29 @@ def test_workload_file_on_the_sample(tmp_path: Path) -> None:
         run = locust(tmp_path, svc.url, "QuantaUser", "-u", "2", "-r", "2", "--workload", str(file),
                      "--dataset", "watdiv-100k")  # fmt: skip
     assert run["counts"]["queries"] == run["counts"]["ok"] == 40
+
+
+def test_distributed_counts_reach_the_master(quanta: service.Quanta, tmp_path: Path) -> None:
+    """A master and two workers: each worker's queries and quanta are counted on the master,
+    and the run ends when every client of every worker has finished its pass."""
+    base = [sys.executable, "-m", "locust", "-f", str(LOADTEST / "locustfile.py"), "--host", quanta.url]
+    port = service.free_port()
+    master = subprocess.Popen([*base, "--master", "--master-bind-port", str(port), "--headless", "--expect-workers",
+                               "2", "-u", "4", "-r", "4", "--run-time", "90s", "--passes", "1", "--only-summary",
+                               "--counts-out", str(tmp_path / "counts.json"), "--query-log",
+                               str(tmp_path / "queries.jsonl"), "QuantaUser"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    # the master hands its options to the workers; each writes its query log as FILE.<worker index>
+    workers = [subprocess.Popen([*base, "--worker", "--master-port", str(port), "QuantaUser"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]  # fmt: skip
+    try:
+        output, _ = master.communicate(timeout=120)
+    finally:
+        for w in workers:
+            w.wait(timeout=30)
+    assert master.returncode == 0, output[-3000:]
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    assert counts["queries"] == counts["ok"] == 80  # 4 clients (2 per worker) x 20 templates
+    logged = [json.loads(line) for f in tmp_path.glob("queries.jsonl.*") for line in f.read_text().splitlines()]
+    assert len(logged) == 80 and counts["quanta"] == sum(q["requests"] for q in logged)
+    assert len({q["client"] for q in logged}) == 4  # every client its own (worker index x 100,000 + n)
