@@ -104,7 +104,8 @@ def _dictionary(term: object) -> str:
     return f'"{term.value}"'
 
 
-VARIANTS = ["optional", "distinct", "aggregates", "count", "order", "order-limit", "minus", "not-exists"]
+VARIANTS = ["optional", "optional-filter", "distinct", "aggregates", "count", "order", "order-limit", "minus"]
+VARIANTS += ["not-exists"]
 VARIANTS += ["subquery", "construct"]
 CASES = [pytest.param(path, name, id=f"{path.stem}-{name}") for path in BASIC for name in VARIANTS]
 

@@ -81,6 +81,8 @@ def variants(query: str, count: Callable[[str], int]) -> dict[str, str]:
     optional = optional_variant(query, count)
     if optional is not None:
         out["optional"] = optional
+        # a FILTER of the group on the left side's variable: it moves into the left side's piece
+        out["optional-filter"] = optional[:-1] + f"FILTER(STRLEN(STR(?{first})) > 42) }}"
     out["distinct"] = f"SELECT DISTINCT ?{first} WHERE {{ {where} }}"
     out["aggregates"] = (
         f"SELECT ?{first} (COUNT(*) AS ?n) (COUNT(DISTINCT ?{last}) AS ?d) (MIN(?{last}) AS ?lo) "

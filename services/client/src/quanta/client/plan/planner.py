@@ -258,8 +258,16 @@ class Planner:
         return HashJoin(left, self.plan(b, scope, graph), "minus")
 
     def _Filter(self, node: Any, scope: Scope, graph: Graphs) -> Op:
-        child = self.plan(node.p, scope, graph)
-        conjuncts = _conjuncts(node.expr)
+        pattern, conjuncts = node.p, _conjuncts(node.expr)
+        pushed = [c for c in conjuncts if _pushable(c)]
+        for c in pushed:  # into the side of a join or OPTIONAL that binds all it reads
+            moved = _push(pattern, c)
+            if moved is not None:
+                pattern = moved
+                conjuncts.remove(c)
+        if not conjuncts:
+            return self.plan(pattern, scope, graph)
+        child = self.plan(pattern, scope, graph)
         tests: list[Any] = []
         for c in conjuncts:
             name = getattr(c, "name", None)
@@ -592,6 +600,29 @@ def _conjuncts(expr: Any) -> list[Any]:
     if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
         return [c for part in [expr.expr, *(expr.other or ())] for c in _conjuncts(part)]
     return [expr]
+
+
+def _pushable(expr: Any) -> bool:
+    """A FILTER conjunct that may move into a part of its group: one the server
+    evaluates (no EXISTS, whose pattern may read the other parts)."""
+    return not fragment.refusals(expr) and getattr(expr, "name", None) != "TrueFilter"
+
+
+def _push(node: Any, expr: Any) -> Any:
+    """`node` with `expr` filtering the part (left of an OPTIONAL, either side
+    of a join) that binds every variable it reads in all its solutions (the
+    filter then sees the same values there), as deep as it goes; None if no
+    part does. FILTER(e, A ⟕ B) = FILTER(e, A) ⟕ B and FILTER(e, A ⋈ B) =
+    FILTER(e, A) ⋈ B when A binds all of e's variables."""
+    needed = _expr_variables(expr)
+    if node.name in ("Join", "LeftJoin"):
+        sides = ["p1", "p2"] if node.name == "Join" else ["p1"]
+        for side in sides:
+            part = node[side]
+            if needed <= certain(part):
+                inner = _push(part, expr)
+                return copy_node(node, **{side: inner if inner is not None else CompValue("Filter", expr=expr, p=part)})
+    return None
 
 
 def _expr_variables(expr: Any) -> set[Variable]:
