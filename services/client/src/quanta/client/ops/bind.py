@@ -1,11 +1,12 @@
 """Bind joins: blocks of the left side's mappings shipped to a server piece as VALUES.
 
-The left rows are grouped into blocks of `Budgets.block_size` distinct
-keys (their values of the shipped variables); one server query per block
-(`Piece.render(values)`), followed to its last page, returns the piece's
-rows that join each key. A block costs at least one request, so a bind join
-costs about |left keys| / block_size requests (times the quanta each block
-takes): the paper's BindJoin and BindLeftJoin.
+The left rows are grouped into blocks of distinct keys (their values of the
+shipped variables): 8, then doubling up to `Budgets.block_size`; one server
+query per block (`Piece.render(values)`), followed to its last page, returns
+the piece's rows that join each key. A block costs at least one request, so
+a bind join costs about |left keys| / block_size requests, plus at most four
+for the smaller first blocks (times the quanta each block takes): the
+paper's BindJoin and BindLeftJoin.
 
 When a key leaves a shipped variable unbound (UNDEF), or when every row of a
 key must be told apart (EXISTS, MINUS), a hidden variable numbers the keys.
@@ -25,6 +26,7 @@ from quanta.sparql.terms import literal
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
 CHUNK = 4096  # rows per batch handed on
+FIRST_BLOCK = 8  # keys in a bind join's first block (then doubling up to block_size)
 Key = tuple[str | None, ...]
 
 
@@ -75,10 +77,13 @@ async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> As
 
 
 async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
-    """The left rows in blocks: distinct keys (at most block_size) and the rows
-    of each; a block also ends at `memory_rows` rows (when few keys have many
-    rows, a key may then be shipped in several blocks)."""
-    size, most = ctx.budgets.block_size, ctx.budgets.memory_rows
+    """The left rows in blocks: distinct keys and the rows of each. Blocks
+    start small and double up to `block_size` keys (8, 16, 32...: the first
+    answers need not wait for `block_size` keys from a slow left side); a
+    block also ends at `memory_rows` rows (when few keys have many rows, a
+    key may then be shipped in several blocks)."""
+    full, most = ctx.budgets.block_size, ctx.budgets.memory_rows
+    size = min(FIRST_BLOCK, full)
     keys: dict[Key, list[Row]] = {}
     held = 0
     async with aclosing(left.run(ctx)) as batches:
@@ -89,13 +94,13 @@ async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIter
                 if rows is None:
                     if len(keys) >= size:
                         yield list(keys), list(keys.values())
-                        keys, held = {}, 0
+                        keys, held, size = {}, 0, min(2 * size, full)
                     rows = keys[k] = []
                 rows.append(row)
                 held += 1
                 if held >= most:
                     yield list(keys), list(keys.values())
-                    keys, held = {}, 0
+                    keys, held, size = {}, 0, min(2 * size, full)
     if keys:
         yield list(keys), list(keys.values())
 
