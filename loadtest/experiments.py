@@ -51,7 +51,9 @@ def summarize(run: runner.Run) -> dict[str, Any]:
     for q in queries:
         clients.setdefault(q["client"], []).append(q)
     wct = [max(q["started"] + q["total_s"] for q in qs) - min(q["started"] for q in qs) for qs in clients.values()]
-    tfr = [q["first_s"] if q["first_s"] is not None else q["total_s"] for q in queries if q["status"] == "ok"]
+    # a query's first row, or its whole answer when it has none (cut queries count with their first row)
+    tfr = [q["first_s"] if q["first_s"] is not None else q["total_s"] for q in queries
+           if q["first_s"] is not None or q["status"] == "ok"]  # fmt: skip
     expected = [q for q in queries if q["expected"]]
     outcomes = {s: sum(q["status"] == s for q in queries) for s in ("ok", "wrong", "cut", "failed")}
     return {
@@ -59,6 +61,9 @@ def summarize(run: runner.Run) -> dict[str, Any]:
         "clients": len(clients),
         "queries": len(queries),
         **outcomes,
+        # answers that ended cleanly with fewer rows than expected: cut short by a time limit without
+        # a sign (Fuseki ends a streamed TSV answer properly when its time limit strikes)
+        "partial": sum(q["status"] == "wrong" and q["rows"] < (q["expected"] or 0) for q in queries),
         "wct_s": round(fmean(wct), 3) if wct else None,
         "wct_max_s": round(max(wct), 3) if wct else None,
         "tfr_s": round(fmean(tfr), 4) if tfr else None,
@@ -281,6 +286,22 @@ def quantum(args: argparse.Namespace) -> None:
             results.add({"workload": mix, "machine": sampler.summary} | choose.from_log(queries))
 
 
+def resummarize(name: str) -> None:
+    """Recompute each run's figures of loadtest/results/NAME.json from its query log (kept in
+    /tmp/quanta-loadtest/runs/NAME), after a change of what summarize() computes."""
+    path = RESULTS / f"{name}.json"
+    data = json.loads(path.read_text())
+    for entry in data["runs"]:
+        log = Path(f"/tmp/quanta-loadtest/runs/{name}/{entry['label']}.queries.jsonl")
+        if "label" in entry and log.exists():
+            queries = [json.loads(line) for line in log.read_text().splitlines()]
+            run = runner.Run(entry["label"], entry["wall_s"], queries, entry["counts"], entry["machine"],
+                             entry["locust_cpu_s"], entry["returncode"])  # fmt: skip
+            entry.update(summarize(run))
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"recomputed {path}")
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "wct": wct, "icwe": icwe, "qmph": qmph, "requests": requests_per_query, "quantum": quantum,
 }  # fmt: skip
@@ -291,6 +312,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", choices=COMMANDS)
     parser.add_argument("--quick", action="store_true", help="a short run to check the command (results in /tmp)")
+    parser.add_argument("--resummarize", action="store_true", help="only recompute the figures from the query logs")
     parser.add_argument("--clients", type=_ints, default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--users", type=_ints, default=[1, 4, 8, 64])
     parser.add_argument("--workers", type=_ints, default=[1, 2])
@@ -309,6 +331,9 @@ def main() -> None:
     args.rounds = args.rounds or {"icwe": 3}.get(args.experiment, 1)
     if args.quick:
         args.clients, args.users, args.workers, args.rounds, args.seconds = [1, 4], [1, 4], [1], 1, 8
+    if args.resummarize:
+        resummarize(args.experiment)
+        return
     with _STACK:
         COMMANDS[args.experiment](args)
 

@@ -79,8 +79,9 @@ def wct(data: dict[str, Any]) -> str:
            f"instance of each of the 20 basic templates, in its own order) and run it once. WCT: a client's first "
            f"query's start to its last query's end, averaged over the clients; TFR: a query's start to its first "
            f"row (or to its whole, empty, answer), averaged over the queries. The time limit of Fuseki + time limit "
-           f"is {cfg['quota_s']} s (`--timeout`); cut: queries it stopped, complete: rows received of rows "
-           f"expected."]  # fmt: skip
+           f"is {cfg['quota_s']} s (`--timeout`); cut: queries it stopped (an error, or an answer that ends "
+           f"properly with fewer rows than expected: Fuseki closes a streamed TSV answer as if it were whole when "
+           f"its limit strikes, so only the count check tells), complete: rows received of rows expected."]  # fmt: skip
     for workers in cfg["workers"]:
         header = ["clients"] + [f"{NAMES[s]}: WCT s / TFR s" for s in systems] + ["time limit: cut / complete", "load"]
         rows = []
@@ -95,7 +96,7 @@ def wct(data: dict[str, Any]) -> str:
                 )
                 row.append(f"{r['wct_s']:.2f} / {r['tfr_s']:.3f}{bad}" if r and r["tfr_s"] is not None else "")
             q = index.get(("fuseki-quota", workers, n))
-            row.append(f"{q['cut']} of {q['queries']} / {q['completeness']:.1%}" if q else "")
+            row.append(f"{q['cut'] + q.get('partial', 0)} of {q['queries']} / {q['completeness']:.1%}" if q else "")
             loads = [index[(s, workers, n)]["machine"]["load1_mean"] for s in systems if (s, workers, n) in index]
             row.append(f"{min(loads):.1f}-{max(loads):.1f}" if loads else "")
             rows.append(row)

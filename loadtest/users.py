@@ -317,6 +317,8 @@ class SparqlUser(WatDivUser):
                         lines += chunk.count(b"\n")
                         if outcome.first_s is None and lines >= 2:
                             outcome.first_s = time.perf_counter() - started
+                        if timeout and time.perf_counter() - started > timeout:  # the whole query's time
+                            raise requests.exceptions.Timeout()
                 finally:
                     outcome.rows = max(0, lines - 1)  # the header line
         except requests.exceptions.Timeout:
