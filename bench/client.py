@@ -221,7 +221,8 @@ def render(report: dict[str, Any], argv: str) -> str:
         f"queries, each with its triple pattern of most matches moved into an OPTIONAL, as the SaGe paper builds "
         f"them (those with one pattern, or whose rest would be a cross product, have no variant). Each ran to "
         f"completion through `quanta up` (Redis, 2 workers, the gateway, HTTP) with the smart client, OPTIONAL as "
-        f"OptJoin and as BindLeftJoin (blocks of {report['block_size']} mappings), one service per quantum. "
+        f"OptJoin and as BindLeftJoin (blocks of 8 mappings doubling up to {report['block_size']}), one service "
+        f"per quantum. "
         f"Requests: all the client sent (the on_request hook), retries included; bytes: the pages' response "
         f"bodies. Every query gave the same rows in all four runs. {m['cpu']}, {m['nproc']} cores, "
         f"{m['date'][:10]}, commit {m['git_commit'][:10]}.",
