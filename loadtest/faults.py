@@ -8,18 +8,22 @@ fault in the middle of it. Results in loadtest/results/faults.json.
 - gateway: SIGTERM the only gateway and start it again (requests in flight are cut);
 - redis: SIGTERM Redis and start it again from its append-only file (as the chart runs it),
   saved plans by value;
-- redis-reference: the same with saved plans kept in Redis by reference.
+- redis-reference: the same with saved plans kept in Redis by reference;
+- redis-reference-volatile: plans by reference, and a Redis that keeps nothing (no append-only
+  file): what the persistence is for.
 
-Per run: queries completed, wrong (row count differs from results.tsv), lost (the client gave
-up: an error it did not retry past), the errors clients saw (requests that failed and were
-resent, by kind), how long the service was degraded (from the fault until the rate of completed
-queries is back to half its rate before the fault, over 3 s), and the slowest query that
-overlapped the fault.
+Per run and client class: queries completed, wrong (row count differs from results.tsv), lost
+(the client gave up: an error it did not retry past), the errors clients saw (requests that
+failed and were resent, by kind), the longest pause in completions after the fault (against the
+longest one before it), how long the service was degraded (from the fault until the rate of
+completed queries is back to half its rate before the fault, over 3 s), and the slowest query
+that overlapped the fault.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import subprocess
@@ -35,7 +39,7 @@ import service
 import workload
 
 HERE = Path(__file__).resolve().parent
-FAULTS = ("worker", "gateway", "redis", "redis-reference")
+FAULTS = ("worker", "gateway", "redis", "redis-reference", "redis-reference-volatile")
 
 
 def inject(svc: service.Quanta, fault: str) -> None:
@@ -72,8 +76,16 @@ def analyse(queries: list[dict[str, Any]], fault_t: float, back_t: float) -> dic
             "slowest_overlapping_s": round(max((q["total_s"] for q in overlapping), default=0.0), 2),
             "p99_before_s": round(sorted(before)[int(0.99 * (len(before) - 1))], 2) if before else None,
             "degraded_s": degraded(ends, queries[0]["started"] if queries else fault_t, fault_t),
+            "pause_s": pause(ends, fault_t, fault_t + 30),
+            "pause_before_s": pause(ends, min(q["started"] for q in mine) + 5, fault_t),
         }
     return out
+
+
+def pause(ends: list[float], start: float, stop: float) -> float:
+    """The longest time in [start, stop) during which no query of these clients completed."""
+    marks = sorted([start, *(e for e in ends if start <= e < stop), min(stop, max(ends, default=stop))])
+    return round(max((b - a for a, b in itertools.pairwise(marks)), default=0.0), 2)
 
 
 def degraded(ends: list[float], start: float, fault_t: float, window: int = 3) -> float | None:
@@ -94,8 +106,9 @@ def degraded(ends: list[float], start: float, fault_t: float, window: int = 3) -
 
 def run_fault(fault: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     hdt = workload.watdiv_dir() / "watdiv-1m.hdt"
-    plan = "reference" if fault == "redis-reference" else "value"
-    with service.quanta(hdt, workers=args.workers, quantum_ms=75, plan_mode=plan) as svc:
+    plan = "reference" if fault.startswith("redis-reference") else "value"
+    persistent = not fault.endswith("volatile")
+    with service.quanta(hdt, workers=args.workers, quantum_ms=75, plan_mode=plan, appendonly=persistent) as svc:
         log, counts = out / f"{fault}.queries.jsonl", out / f"{fault}.counts.json"
         log.unlink(missing_ok=True)
         command = [*runner.LOCUST, "--host", svc.url, "--headless", "-u", str(args.users), "-r", str(args.users)]
@@ -115,10 +128,13 @@ def run_fault(fault: str, args: argparse.Namespace, out: Path) -> dict[str, Any]
     return {
         "fault": fault,
         "plan": plan,
+        "redis_aof": persistent,
         "users": args.users,
         "workers": args.workers,
         "seconds": args.seconds,
         "fault_at_s": round(fault_t - started, 1),
+        "fault_epoch": fault_t,
+        "back_epoch": back_t,
         "restart_s": round(back_t - fault_t, 2),
         "clients": analyse(queries, fault_t, back_t),
         "counts": json.loads(counts.read_text()) if counts.exists() else {},
@@ -145,12 +161,16 @@ def main() -> None:
     out = Path("/tmp/quanta-loadtest/runs/faults")
     out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {"experiment": "faults", "quick": args.quick, "machine": runner.machine(), "runs": []}
+    path = results / "faults.json"
+    if args.faults != list(FAULTS) and path.exists():  # some faults again: keep the others' runs
+        data["runs"] = [r for r in json.loads(path.read_text())["runs"] if r["fault"] not in args.faults]
     for fault in args.faults:
         entry = run_fault(fault, args, out)
         data["runs"].append(entry)
-        (results / "faults.json").write_text(json.dumps(data, indent=1) + "\n")
+        data["runs"].sort(key=lambda r: FAULTS.index(r["fault"]))
+        path.write_text(json.dumps(data, indent=1) + "\n")
         print(json.dumps({"fault": fault, "restart_s": entry["restart_s"], **entry["clients"]}), flush=True)
-    print(f"results: {results / 'faults.json'}")
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":

@@ -186,16 +186,17 @@ def qmph(data: dict[str, Any]) -> str:
            f"{provenance(data)}",
            f"Each user loops over its own mix (one instance of each of the {runs[0].get('mix', 20)} basic templates, "
            f"in its own order) for {cfg['seconds']} s; QMpH = completed queries / mix size, per hour of run. Every "
-           f"count checked."]  # fmt: skip
+           f"count checked. Locust CPU: the load generator's CPU time over the run's (one process: 100% is one core "
+           f"saturated, and then it, not the service, bounds the figure)."]  # fmt: skip
     for workers in cfg["workers"]:
-        header = ["users"] + [f"{NAMES[s]}: QMpH" for s in systems] + ["not ok", "load"]
+        header = ["users"] + [f"{NAMES[s]}: QMpH (Locust CPU)" for s in systems] + ["not ok", "load"]
         rows = []
         for u in cfg["users"]:
             rs = [index.get((s, workers, u)) for s in systems]
             bad = sum(r["queries"] - r["ok"] for r in rs if r)
             loads = [r["machine"]["load1_mean"] for r in rs if r]
-            rows.append([u, *[f"{r['qmph']:,.0f}" if r else "" for r in rs], bad,
-                         f"{min(loads):.1f}-{max(loads):.1f}" if loads else ""])  # fmt: skip
+            cells = [f"{r['qmph']:,.0f} ({r['locust_cpu_s'] / r['wall_s']:.0%})" if r else "" for r in rs]
+            rows.append([u, *cells, bad, f"{min(loads):.1f}-{max(loads):.1f}" if loads else ""])
         out.append(
             f"*{workers} worker{'s' if workers > 1 else ''} (Fuseki: {workers} cores)*\n\n" + table(header, rows)
         )
@@ -269,18 +270,22 @@ def faults(data: dict[str, Any]) -> str:
            f"{first['users'] // 2} SparqlUser: `/sparql`) loop over their basic workloads for {first['seconds']} s "
            f"against a service with {first['workers']} workers and a 75 ms quantum; the fault comes "
            f"{first['fault_at_s']} s in. Lost: queries a client gave up after its retries; wrong: a row count other "
-           f"than results.tsv's; retried: requests that failed and were sent again; degraded: from the fault until "
-           f"completions per second are back to half their rate before it (3 s window)."]  # fmt: skip
+           f"than results.tsv's; retried: requests that failed and were sent again; longest pause: the longest time "
+           f"no query of that client class completed, in the 30 s after the fault and before it; degraded: from the "
+           f"fault until completions per second are back to half their rate before it (3 s window). Redis keeps an "
+           f"append-only file, as the chart runs it, except in `redis-reference-volatile`."]  # fmt: skip
     header = ["fault", "down (s)", "client", "queries", "completed", "wrong", "lost", "errors seen (retried)",
-              "degraded (s)", "slowest across the fault (s)", "p99 before (s)", "load"]  # fmt: skip
+              "longest pause: after / before (s)", "degraded (s)", "slowest across the fault (s)", "p99 before (s)",
+              "load"]  # fmt: skip
     rows = []
     for r in runs:
         for user, c in r["clients"].items():
             seen = ", ".join(f"{k} {v}" for k, v in c["retried_errors"].items()) or "none"
             if c["lost_errors"]:
                 seen += "; gave up: " + ", ".join(f"{k} {v}" for k, v in c["lost_errors"].items())
+            paused = f"{c['pause_s']} / {c['pause_before_s']}" if "pause_s" in c else ""
             rows.append([r["fault"], r["restart_s"], user, c["queries"], c["completed"], c["wrong"], c["lost"], seen,
-                         c["degraded_s"], c["slowest_overlapping_s"], c["p99_before_s"],
+                         paused, c["degraded_s"], c["slowest_overlapping_s"], c["p99_before_s"],
                          r["machine"]["load1_mean"]])  # fmt: skip
     out.append(table(header, rows))
     return "\n\n".join(out)

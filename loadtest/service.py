@@ -52,6 +52,7 @@ class Quanta:
         quantum_ms: float = 75,
         dataset: str = "watdiv",
         plan_mode: str = "auto",
+        appendonly: bool = True,
         env: dict[str, str] | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="quanta-loadtest-"))
@@ -65,7 +66,7 @@ class Quanta:
             f'[datasets.{dataset}]\npath = "{serve_copy(hdt)}"\nquantum_ms = {"inf" if fcfs else quantum_ms}\n'
             f'plan_mode = "{plan_mode}"\n{pages}'
         )
-        self.redis = RedisServer(appendonly=True)
+        self.redis = RedisServer(appendonly=appendonly)  # the chart's Redis keeps an append-only file
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -118,7 +119,7 @@ class Quanta:
         self.start_gateway()
 
     def restart_redis(self) -> None:
-        """SIGTERM Redis and start it on the same port from its append-only file."""
+        """SIGTERM Redis and start it on the same port (from its append-only file, if it keeps one)."""
         self.redis.restart()
 
     def worker_metrics(self) -> list[str]:
