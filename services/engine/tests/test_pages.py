@@ -1,6 +1,6 @@
 """The results path: pages end with the quantum, a byte budget or a row cap;
-JSON bindings written from ids on the native store are byte for byte what
-the Python writer makes from the decoded rows."""
+results written from ids on the native store (JSON, TSV, CSV, XML) are byte
+for byte what the Python writers make from the decoded rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from quanta.engine.execute import execute
 from quanta.engine.storage import TripleStore, open_store
 from quanta.engine.testing import write_hdt
-from quanta.sparql.results import json_bindings_text
+from quanta.sparql.errors import InvalidRequest
+from quanta.sparql.results import FORMATS, json_bindings_text, rows_text
 
 EX = "http://example.org/"
 ODD = [
@@ -53,11 +54,33 @@ def test_bindings_json_is_the_python_writer(odd_store: TripleStore, query: str) 
     assert len(json.loads(fast)) == page.count == len(page.rows)
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("query", QUERIES)
+def test_each_format_is_the_python_writer(odd_store: TripleStore, query: str, fmt: str) -> None:
+    page = execute(odd_store, query=query, quantum_seconds=None)
+    fast = page.text(fmt)  # before the rows are decoded: from ids when native
+    assert fast == rows_text(fmt, page.head, page.rows).encode()
+    assert fast.decode().count("<result>" if fmt == "xml" else "\n") >= page.count or fmt == "json"
+
+
+def test_columns_choose_and_order_the_head(odd_store: TripleStore) -> None:
+    query = f"SELECT * WHERE {{ ?s <{EX}p> ?o BIND(STR(?o) AS ?c) }}"
+    whole = execute(odd_store, query=query, quantum_seconds=None)
+    page = execute(odd_store, query=query, quantum_seconds=None, columns=["o", "s"])
+    assert page.head == ["o", "s"]
+    at = [whole.head.index(v) for v in page.head]
+    assert page.rows == [tuple(row[i] for i in at) for row in whole.rows]
+    assert page.text("tsv") == rows_text("tsv", ["o", "s"], page.rows).encode()
+    with pytest.raises(InvalidRequest):
+        execute(odd_store, query=query, quantum_seconds=None, columns=["o", "nowhere"])
+
+
 def test_bindings_json_on_watdiv(watdiv_store: TripleStore) -> None:
     query = "SELECT * WHERE { ?s ?p ?o }"
     page = execute(watdiv_store, query=query, quantum_seconds=None, max_results=5000)
     assert page.count == 5000
     assert page.bindings_json() == json_bindings_text(page.head, page.rows).encode()
+    assert page.text("tsv") == rows_text("tsv", page.head, page.rows).encode()
 
 
 def test_a_byte_budget_ends_the_page(watdiv_store: TripleStore) -> None:

@@ -3,7 +3,7 @@
 use crate::exec::{Atom, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status};
 use crate::hdt::Hdt;
 use crate::index;
-use crate::render::json_term;
+use crate::render::Format;
 use crate::store::{Cursor, Store};
 use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -18,19 +18,20 @@ use std::time::{Duration, Instant};
 #[pyclass(frozen, module = "quanta.native._core")]
 pub struct NativeHdt {
     store: Arc<Store>,
-    /// JSON encodings of terms already written: gid -> range in `json_arena`
-    json: Mutex<JsonCache>,
+    /// Encodings of terms already written, per format (`Format::index`)
+    terms: Mutex<[TermCache; 4]>,
     /// Python strings of terms already decoded
     strings: Mutex<HashMap<u64, Py<PyString>>>,
 }
 
+/// A format's encodings of terms: gid -> range in `arena`.
 #[derive(Default)]
-struct JsonCache {
+struct TermCache {
     spans: HashMap<u64, (u32, u32)>,
     arena: Vec<u8>,
 }
 
-const JSON_CACHE_BYTES: usize = 64 << 20;
+const TERM_CACHE_BYTES: usize = 32 << 20;
 const STRING_CACHE_TERMS: usize = 1 << 20;
 
 #[pymethods]
@@ -42,7 +43,7 @@ impl NativeHdt {
             .map_err(PyOSError::new_err)?;
         Ok(NativeHdt {
             store: Arc::new(store),
-            json: Mutex::default(),
+            terms: Mutex::default(),
             strings: Mutex::default(),
         })
     }
@@ -131,72 +132,87 @@ impl NativeHdt {
         })
     }
 
-    /// The SPARQL JSON "bindings" array of `rows` (tuples of ids) projected
-    /// on `projection`, with `keys` the encoded `"var":` of each column;
-    /// negative ids are `extra[-id - 1]` (terms outside the dictionary).
-    fn render_json<'py>(
+    /// `rows` (tuples of ids) projected on `projection`, in `format` (json,
+    /// tsv, csv, xml: `render::Format::rows`), with `keys` what precedes each
+    /// column's term (JSON: `"var":`, XML: `<binding name="var">`); negative
+    /// ids are `extra[-id - 1]` (terms outside the dictionary).
+    fn render<'py>(
         &self,
         py: Python<'py>,
+        format: &str,
         keys: Vec<Vec<u8>>,
         rows: &Bound<'py, PyList>,
         projection: Vec<usize>,
         extra: Vec<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let format = Format::of(format)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown format {format:?}")))?;
         if keys.len() != projection.len() {
             return Err(PyValueError::new_err("one key per projected column"));
         }
-        let mut cache = self
-            .json
+        let mut caches = self
+            .terms
             .lock()
             .map_err(|_| PyValueError::new_err("poisoned cache"))?;
-        if cache.arena.len() > JSON_CACHE_BYTES {
-            *cache = JsonCache::default();
+        let cache = &mut caches[format.index()];
+        if cache.arena.len() > TERM_CACHE_BYTES {
+            *cache = TermCache::default();
         }
-        let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 64 + 2);
+        // Each row's cells as spans of the cache's arena (or of `local`, for extra terms).
+        let mut spans: Vec<Option<(bool, u32, u32)>> =
+            Vec::with_capacity(rows.len() * projection.len());
+        let mut local: Vec<u8> = Vec::new();
         let mut buf = Vec::with_capacity(128);
-        out.push(b'[');
-        for (r, row) in rows.iter().enumerate() {
+        for row in rows.iter() {
             let row = row.cast::<PyTuple>()?;
-            if r > 0 {
-                out.push(b',');
-            }
-            out.push(b'{');
-            let mut first = true;
-            for (key, &slot) in keys.iter().zip(&projection) {
+            for &slot in &projection {
                 let gid: i64 = row.get_item(slot)?.extract()?;
                 if gid == 0 {
-                    continue;
-                }
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                out.extend_from_slice(key);
-                if gid < 0 {
+                    spans.push(None);
+                } else if gid < 0 {
                     let term = extra
                         .get((-gid - 1) as usize)
                         .ok_or_else(|| PyKeyError::new_err(gid))?;
-                    json_term(term.as_bytes(), &mut out);
-                    continue;
+                    let start = local.len();
+                    format.term(term.as_bytes(), &mut local);
+                    spans.push(Some((false, start as u32, (local.len() - start) as u32)));
+                } else if let Some(&(start, len)) = cache.spans.get(&(gid as u64)) {
+                    spans.push(Some((true, start, len)));
+                } else {
+                    buf.clear();
+                    self.store
+                        .extract_into(gid as u64, &mut buf)
+                        .map_err(PyKeyError::new_err)?;
+                    let start = cache.arena.len();
+                    format.term(&buf, &mut cache.arena);
+                    let len = (cache.arena.len() - start) as u32;
+                    cache.spans.insert(gid as u64, (start as u32, len));
+                    spans.push(Some((true, start as u32, len)));
                 }
-                let gid = gid as u64;
-                if let Some(&(start, len)) = cache.spans.get(&gid) {
-                    out.extend_from_slice(&cache.arena[start as usize..(start + len) as usize]);
-                    continue;
-                }
-                buf.clear();
-                self.store
-                    .extract_into(gid, &mut buf)
-                    .map_err(PyKeyError::new_err)?;
-                let start = cache.arena.len();
-                json_term(&buf, &mut cache.arena);
-                let len = cache.arena.len() - start;
-                cache.spans.insert(gid, (start as u32, len as u32));
-                out.extend_from_slice(&cache.arena[start..]);
             }
-            out.push(b'}');
         }
-        out.push(b']');
+        let arena = &cache.arena;
+        let cell = |span: &Option<(bool, u32, u32)>| {
+            span.map(|(cached, start, len)| {
+                let from = if cached { arena } else { &local };
+                &from[start as usize..(start + len) as usize]
+            })
+        };
+        let width = projection.len().max(1);
+        let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 64 + 2);
+        if projection.is_empty() {
+            format.rows(
+                &keys,
+                (0..rows.len()).map(|_| std::iter::empty::<Option<&[u8]>>()),
+                &mut out,
+            );
+        } else {
+            format.rows(
+                &keys,
+                spans.chunks(width).map(|row| row.iter().map(cell)),
+                &mut out,
+            );
+        }
         Ok(PyBytes::new(py, &out))
     }
 

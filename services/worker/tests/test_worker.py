@@ -15,6 +15,7 @@ from quanta.engine.testing import run_paged
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql import term_rows
 from quanta.sparql.reader import read_json
+from quanta.sparql.results import rows_text
 
 LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 
@@ -145,3 +146,39 @@ def test_rows_as_terms_give_the_json_pages_solutions(server, start_worker, submi
     assert solutions[q.ROW_FORMAT_JSON] == solutions[q.ROW_FORMAT_TERMS]
     x = head.index("x")
     assert {row[x] for row in solutions[q.ROW_FORMAT_TERMS]} == {None, '"é "q"\n"'}  # unbound, and raw
+
+
+def test_rows_in_a_results_format_with_chosen_columns(server, start_worker, submit) -> None:
+    """ROW_FORMAT_TSV, _CSV, _XML: each page's rows as the Python writers write
+    them, in the task's `columns` order (resumed pages too); a column the
+    query lacks is an invalid request."""
+    start_worker()
+    client = redis.Redis.from_url(server.url)
+    query = 'SELECT * WHERE { VALUES ?x { UNDEF "é \\"q\\"\\n" } ?s <http://schema.org/caption> ?o }'
+    columns = ["o", "x", "s"]
+    terms = q.Task(dataset="watdiv", query=query, plan_mode=q.PLAN_MODE_VALUE, rows=q.ROW_FORMAT_TERMS)
+    expected = []
+    while True:
+        page = submit(client, terms).page
+        head = list(page.head)
+        at = [head.index(c) for c in columns]
+        rows = term_rows.decode(page.rows.terms, page.rows.cells, len(head), page.results)
+        expected += [tuple(row[i] for i in at) for row in rows]
+        if page.WhichOneof("next") is None:
+            break
+        terms = q.Task(dataset="watdiv", plan=page.plan, rows=q.ROW_FORMAT_TERMS)
+    for fmt, code in (("tsv", q.ROW_FORMAT_TSV), ("csv", q.ROW_FORMAT_CSV), ("xml", q.ROW_FORMAT_XML)):
+        task = q.Task(dataset="watdiv", query=query, plan_mode=q.PLAN_MODE_VALUE, rows=code, columns=columns)
+        text, pages = b"", 0
+        while True:
+            page = submit(client, task).page
+            pages += 1
+            assert list(page.head) == columns and not page.bindings_json and not page.rows.cells
+            text += page.text
+            if page.WhichOneof("next") is None:
+                break
+            task = q.Task(dataset="watdiv", plan=page.plan, rows=code, columns=columns)
+        assert pages > 1
+        assert text == rows_text(fmt, columns, expected).encode(), fmt
+    wrong = submit(client, q.Task(dataset="watdiv", query=query, rows=q.ROW_FORMAT_TSV, columns=["o", "nowhere"]))
+    assert wrong.error.kind == "invalid-request"

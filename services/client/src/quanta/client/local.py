@@ -64,13 +64,11 @@ class LocalTransport:
         if store is None:
             raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"{request.dataset} has no graph <{request.graph}>")
         try:
-            if request.query is not None:
-                page = self.execute(
-                    store, query=request.query, quantum_seconds=self.quantum_s, max_results=self.max_results
-                )
-            else:
-                saved = _decode(request.next or "")
-                page = self.execute(store, saved=saved, quantum_seconds=self.quantum_s, max_results=self.max_results)
+            saved = None if request.query is not None else _decode(request.next or "")
+            page = self.execute(
+                store, query=request.query, saved=saved, quantum_seconds=self.quantum_s,
+                max_results=self.max_results, columns=request.columns,
+            )  # fmt: skip
         except QuerySyntaxError as error:
             raise QueryError(error.kind, error.message, line=error.line, column=error.column) from error
         except UnsupportedQuery as error:
@@ -79,8 +77,9 @@ class LocalTransport:
             raise QueryError(error.kind, str(error)) from error
         token = None if page.next is None else base64.urlsafe_b64encode(page.next).decode()
         ask = page.form == ASK
-        rows = [] if ask else page.rows
-        size = len(token or "") + (16 if ask else len(page.bindings_json()))
+        text = b"" if ask else page.text(request.render or "json")
+        rows = [] if ask or request.render else page.rows
+        size = len(token or "") + (16 if ask else len(text))
         stats = {"quantum_ms": page.stats.quantum_ms, "results": page.count, "plan_bytes": page.stats.plan_bytes}
         return SubPage(
             variables=[] if ask else list(page.head),
@@ -89,6 +88,7 @@ class LocalTransport:
             boolean=page.boolean if ask and token is None else None,
             stats=stats,
             bytes=size,
+            text=text if request.render else b"",
         )
 
 

@@ -16,6 +16,7 @@ requests).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -25,7 +26,7 @@ from quanta.client.plan.context import Context
 from quanta.client.plan.query import QueryPlan, plan_query
 from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
-from quanta.client.transport import QueryError, Row, Transport
+from quanta.client.transport import QueryError, Row, SubRequest, Transport
 from quanta.sparql.errors import ErrorKind
 
 Triple = tuple[str, str, str]
@@ -119,6 +120,26 @@ class Execution:
         self._expect("select")
         return self._rows()
 
+    def batches(self) -> AsyncIterator[list[Row]]:
+        """SELECT's solutions, or CONSTRUCT's and DESCRIBE's triples, in batches as
+        they come (a page, or an operator's output): no Python step per row."""
+        if self.form == "ask":
+            raise QueryError(ErrorKind.INVALID_REQUEST, "an ASK query has a boolean, not rows")
+        self._expect(self.form)
+        return self._batches()
+
+    def rendered(self, fmt: str) -> AsyncIterator[builtins.bytes] | None:
+        """SELECT whose answer is one server query (no client-side operator, `QueryPlan.direct`):
+        each page's rows as the server writes them in results format `fmt` (`SubPage.text`),
+        for the transport of the gateway, which splices them into its response. None otherwise."""
+        remote = self.plan.direct
+        if remote is None:
+            return None
+        self._expect("select")
+        source = remote.piece.source
+        request = SubRequest(self.context.dataset, source.graph, remote.text, render=fmt, columns=tuple(self.variables))
+        return self._texts(request)
+
     async def boolean(self) -> bool:
         """ASK: whether the pattern has a solution (stops at the first)."""
         self._expect("ask")
@@ -156,12 +177,29 @@ class Execution:
         self._started = True
 
     async def _rows(self) -> AsyncIterator[Row]:
+        async for batch in self._batches():
+            for row in batch:
+                if self.context.closed:
+                    return  # closed (aclose) while reading: nothing more
+                yield row
+
+    async def _batches(self) -> AsyncIterator[list[Row]]:
         try:
             async for batch in self.plan.run(self.context):
-                for row in batch:
-                    if self.context.closed:
-                        return  # closed (aclose) while reading: nothing more
-                    yield row
+                if self.context.closed:
+                    return  # closed (aclose) while reading: nothing more
+                yield batch
+        except Cancelled:
+            return
+        finally:
+            self.context.close()
+
+    async def _texts(self, request: SubRequest) -> AsyncIterator[builtins.bytes]:
+        try:
+            async for page in self.context.requester.pages(request):
+                if self.context.closed:
+                    return
+                yield page.text
         except Cancelled:
             return
         finally:

@@ -10,6 +10,7 @@ transport reports, it never waits.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,6 +29,10 @@ class SubRequest:
     graph: str | None = None  # None: the dataset's default graph; else a named graph's IRI
     query: str | None = None
     next: str | None = None
+    # The page's rows written by the server in this results format (SubPage.text),
+    # with these columns, rather than as rows: a transport that can (the gateway's).
+    render: str | None = None
+    columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.query is None) == (self.next is None):
@@ -35,7 +40,7 @@ class SubRequest:
 
     def resumed(self, token: str) -> SubRequest:
         """The request that continues this one from `token`."""
-        return SubRequest(self.dataset, self.graph, None, token)
+        return SubRequest(self.dataset, self.graph, None, token, self.render, self.columns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,9 @@ class SubPage:
     boolean: bool | None = None
     stats: Mapping[str, Any] = field(default_factory=dict)
     bytes: int = 0  # transferred for this page (response body; 0 if the transport cannot tell)
+    # SubRequest.render: the rows as that results format writes them after its
+    # head (quanta.sparql.results.rows_text; JSON: the "bindings" array)
+    text: builtins.bytes = b""
 
 
 class QueryError(Exception):

@@ -3,8 +3,8 @@ the page) is full, suspend it. This is what a worker does per task.
 
 A page ends with the quantum, or when it holds `max_bytes` of JSON results
 (estimated on samples of its own rows as it fills), or `max_results` rows.
-Its rows stay term ids until someone reads them: `Page.bindings_json()`
-writes the JSON bindings straight from the ids on the native store."""
+Its rows stay term ids until someone reads them: `Page.text()` writes them
+in a results format straight from the ids on the native store."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ import gc
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from xml.sax.saxutils import quoteattr
 
 from quanta.engine.context import _unbounded
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
-from quanta.sparql.results import json_bindings_text
+from quanta.sparql.errors import InvalidRequest
+from quanta.sparql.results import rows_text
 from quanta.sparql.term_table import Mapping
 
 Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, None = unbound
@@ -42,7 +44,7 @@ class Stats:
 
 class Page:
     """One quantum's results. `rows` are decoded (ids to term strings) when
-    first read; `bindings_json()` may skip that step entirely."""
+    first read; `text()` may skip that step entirely."""
 
     __slots__ = ("_decode", "_render", "_rows", "count", "form", "head", "next", "stats")
 
@@ -56,7 +58,7 @@ class Page:
         *,
         count: int | None = None,
         decode: Callable[[], list[Row]] | None = None,
-        render: Callable[[], bytes] | None = None,
+        render: Callable[[str], bytes] | None = None,
     ) -> None:
         self.head = head
         self._rows = rows
@@ -80,9 +82,13 @@ class Page:
 
     def bindings_json(self) -> bytes:
         """The SPARQL JSON "bindings" array of the rows."""
+        return self.text("json")
+
+    def text(self, fmt: str) -> bytes:
+        """The rows in results format `fmt` (`quanta.sparql.results.rows_text`)."""
         if self._rows is None and self._render is not None:
-            return self._render()
-        return json_bindings_text(self.head, self.rows).encode()
+            return self._render(fmt)
+        return rows_text(fmt, self.head, self.rows).encode()
 
 
 def execute(
@@ -93,10 +99,13 @@ def execute(
     quantum_seconds: float | None,
     max_results: int | None = None,
     max_bytes: int | None = None,
+    columns: Sequence[str] = (),
 ) -> Page:
-    """Run one quantum of a new query (`query`) or a suspended one (`saved`)."""
+    """Run one quantum of a new query (`query`) or a suspended one (`saved`).
+    `columns`: the page's head, some of the query's variables in any order
+    (empty: the query's own head; InvalidRequest if one is not there)."""
     with collection_paused():
-        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes)
+        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns)
 
 
 def _execute(
@@ -106,6 +115,7 @@ def _execute(
     quantum_seconds: float | None,
     max_results: int | None,
     max_bytes: int | None,
+    columns: Sequence[str],
 ) -> Page:
     stats = Stats()
     quantum = Quantum(quantum_seconds)
@@ -118,6 +128,7 @@ def _execute(
         plan = compile_query(query, store)
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
+    head, decoder, renderer = edge(plan, columns)  # before the work: a wrong column fails at once
     rows, done = run(plan, quantum, max_results, max_bytes)
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
@@ -127,40 +138,58 @@ def _execute(
         saved_next = plan.save()
         stats.suspend_ms = _ms(before)
         stats.plan_bytes = len(saved_next)
-    decoder, renderer = edge(plan)
     page = Page(
-        plan.head,
+        head,
         None,
         plan.form,
         saved_next,
         stats,
         count=len(rows),
         decode=lambda: decoder(rows),
-        render=None if renderer is None else lambda: renderer(rows),
+        render=None if renderer is None else lambda fmt: renderer(fmt, rows),
     )
     if saved_next is not None:
         plan.release(saved_next)
     return page
 
 
-def edge(plan: Plan) -> tuple[Callable[[list[Mapping]], list[Row]], Callable[[list[Mapping]], bytes] | None]:
-    """Where ids become strings: a decoder of rows, and (on the native store)
-    a writer of JSON bindings straight from the ids. Both keep what they need
-    of the plan (its term table only grows), so they work after it is pooled."""
+Renderer = Callable[[str, list[Mapping]], bytes]  # (format, rows) -> the rows in that results format
+
+
+Decoder = Callable[[list[Mapping]], list[Row]]  # rows of ids -> rows of term strings
+
+
+def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, Renderer | None]:
+    """Where ids become strings: the head (`columns`, else the plan's), a
+    decoder of rows, and (on the native store) a writer of results straight
+    from the ids. Both keep what they need of the plan (its term table only
+    grows), so they work after it is pooled."""
     projection, terms, store = list(plan.projection), plan.ctx.terms, plan.ctx.store
+    head = plan.head
+    if columns:
+        try:
+            projection = [projection[head.index(name)] for name in columns]
+        except ValueError:
+            raise InvalidRequest(f"columns {list(columns)} are not all in the query's head {head}") from None
+        head = list(columns)
     native = getattr(store, "hdt", None)
-    if native is None or not hasattr(native, "render_json"):
-        return (lambda rows: decode_with(terms.string, projection, rows)), None
-    keys = [(json.dumps(plan.variables[slot]) + ":").encode() for slot in projection]
+    if native is None or not hasattr(native, "render"):
+        return head, (lambda rows: decode_with(terms.string, projection, rows)), None
+    keys = {
+        "json": [(json.dumps(name) + ":").encode() for name in head],
+        "xml": [f"<binding name={quoteattr(name)}>".encode() for name in head],
+    }
+    blank = [b""] * len(head)
     return (
+        head,
         lambda rows: native.decode_rows(rows, projection, terms.extra),
-        lambda rows: native.render_json(keys, rows, projection, terms.extra),
+        lambda fmt, rows: native.render(fmt, keys.get(fmt, blank), rows, projection, terms.extra),
     )
 
 
 def decode(plan: Plan, rows: list[Mapping]) -> list[Row]:
     """Project and turn ids into term strings: the edge where strings appear."""
-    return edge(plan)[0](rows)
+    return edge(plan)[1](rows)
 
 
 def decode_with(string: Callable[[int], str], projection: list[int], rows: list[Mapping]) -> list[Row]:
@@ -196,8 +225,8 @@ class PageLimit:
         n = len(self.rows)
         if n >= self.checkpoint and self.max_bytes is not None:
             sample = self.rows[n - self.SAMPLE : n]
-            decoder, renderer = edge(self.plan)
-            size = len(renderer(sample)) if renderer else len(json_bindings_text(self.plan.head, decoder(sample)))
+            head, decoder, renderer = edge(self.plan)
+            size = len(renderer("json", sample) if renderer else rows_text("json", head, decoder(sample)))
             rows, total = self.measured[0] + len(sample), self.measured[1] + size
             self.measured = (rows, total)
             self.by_bytes = max(self.SAMPLE, int(self.max_bytes * rows / max(total, 1)))

@@ -82,13 +82,9 @@ class Progress:
                 out.text(self._end())
 
             return boolean, self._render(())
-        if execution.form == "select":
-            variables: Sequence[str] = execution.variables
-            items = execution.solutions()
-        else:
-            variables, items = GRAPH_VARIABLES, execution.triples()
+        variables: Sequence[str] = execution.variables if execution.form == "select" else GRAPH_VARIABLES
         head = event("head", {"form": execution.form, "vars": list(variables)})
-        stream = answers.stream(head, items, self._end)
+        stream = answers.stream(head, execution.batches(), self._end)
 
         async def produce(out: Output) -> None:
             self.out = out

@@ -40,13 +40,15 @@ Render = Callable[[Sequence[Any]], str]  # rows to text: a results writer's `row
 
 class Output:
     """Rows and text on their way to the client, in order. `render` writes rows
-    (a results or graph writer's `rows`/`triples`); nothing is sent until the
-    first row or the end, so that an error before it can still be an HTTP error."""
+    (a results or graph writer's `rows`/`triples`); `results` takes rows a
+    worker already wrote. Nothing is sent until the first result or the end,
+    so that an error before it can still be an HTTP error."""
 
     def __init__(self, render: Render, start: Callable[[], Awaitable[None]], send: Send) -> None:
         self.render, self.start, self.send = render, start, send
-        self.texts: list[str] = []
+        self.parts: list[bytes] = []
         self.rows: list[Any] = []
+        self.results_waiting = False  # `results` bytes among the parts: something to send
         self.started = False
         self.complete = False  # the whole response was sent
         self.sent_bytes = 0
@@ -54,15 +56,25 @@ class Output:
 
     def text(self, text: str) -> None:
         self._render()
-        self.texts.append(text)
+        self.parts.append(text.encode())
 
     def text_after_rows(self, text: Callable[[], str]) -> None:
         """`text()` once the rows so far are rendered (what it says may depend on them)."""
         self._render()
-        self.texts.append(text())
+        self.parts.append(text().encode())
 
     def row(self, row: Any) -> None:
         self.rows.append(row)
+
+    def batch(self, rows: list[Any]) -> None:
+        self.rows += rows
+
+    def results(self, data: bytes) -> None:
+        """Results already in the response's format (a worker wrote them)."""
+        if data:
+            self._render()
+            self.parts.append(data)
+            self.results_waiting = True
 
     @property
     def full(self) -> bool:
@@ -70,12 +82,13 @@ class Output:
 
     def _render(self) -> None:
         if self.rows:
-            self.texts.append(self.render(self.rows))
+            self.parts.append(self.render(self.rows).encode())
             self.rows = []
+            self.results_waiting = True
 
     async def flush(self) -> None:
         """Send what is buffered, once there is a result to send."""
-        if self.rows or (self.started and self.texts):
+        if self.rows or self.results_waiting or (self.started and self.parts):
             await self._send(more=True)
 
     async def finish(self) -> None:
@@ -83,13 +96,12 @@ class Output:
 
     async def _send(self, more: bool) -> None:
         self._render()
-        text = "".join(self.texts)
-        self.texts = []
+        body, results = b"".join(self.parts), self.results_waiting
+        self.parts, self.results_waiting = [], False
         async with self.lock:
             if not self.started:
                 await self.start()
                 self.started = True
-            body = text.encode()
             # Set before sending: once the last message is out, the client's going is no disconnect.
             self.complete = not more
             try:
@@ -97,7 +109,8 @@ class Output:
             except asyncio.CancelledError:
                 # Cancelled while the server waited for a slow reader (uvicorn waits before it
                 # writes): nothing went out, so it goes with the next send.
-                self.texts.insert(0, text)
+                self.parts.insert(0, body)
+                self.results_waiting = self.results_waiting or results
                 self.complete = False
                 raise
             self.sent_bytes += len(body)

@@ -2,7 +2,9 @@
 the queue, like any other, through the dispatcher (no HTTP hop).
 
 Tasks ask for rows as terms (ROW_FORMAT_TERMS), which the client's operators
-and every result format start from, and for plans by value: the state then
+and every result format start from, or, for a query that is one server piece
+(`SubRequest.render`), written by the worker in the response's format, which
+the endpoint splices in without reading a row; and for plans by value: the state then
 stays in this process between quanta (no copy in Redis that could expire
 while a slow reader holds the query back). The `next` tokens never leave the
 gateway, so they are not signed: `v` + the saved plan (base64), or `q` + the
@@ -25,6 +27,13 @@ from quanta.sparql.errors import ErrorKind
 # Quanta are not charged to any client's rate limit (the query was, when it
 # was admitted: fair_use), so the dispatcher needs no client name.
 CLIENT = "sparql-endpoint"
+ROW_FORMATS = {
+    "terms": queue_pb2.ROW_FORMAT_TERMS,
+    "json": queue_pb2.ROW_FORMAT_JSON,
+    "tsv": queue_pb2.ROW_FORMAT_TSV,
+    "csv": queue_pb2.ROW_FORMAT_CSV,
+    "xml": queue_pb2.ROW_FORMAT_XML,
+}
 
 
 class DispatcherTransport:
@@ -41,14 +50,13 @@ class DispatcherTransport:
 
     async def run(self, request: SubRequest) -> SubPage:
         task = queue_pb2.Task(
-            id=uuid.uuid4().hex, dataset=request.dataset,
-            plan_mode=queue_pb2.PLAN_MODE_VALUE, rows=queue_pb2.ROW_FORMAT_TERMS,
-            graph=request.graph or "",
+            id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
+            rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
         )  # fmt: skip
         _input(task, request)
         outcome = await self.dispatcher.run(CLIENT, task, charge=False)
         if isinstance(outcome, Answered):
-            return _page(outcome)
+            return _page(outcome, request.render)
         if isinstance(outcome, Failed):
             e = outcome.error
             raise QueryError(
@@ -75,12 +83,14 @@ def _input(task: queue_pb2.Task, request: SubRequest) -> None:
         raise QueryError(ErrorKind.INVALID_TOKEN, "not a next token of the gateway's transport")
 
 
-def _page(answered: Answered) -> SubPage:
+def _page(answered: Answered, render: str | None) -> SubPage:
     page = answered.page
     done = page.WhichOneof("next") is None
+    text = page.bindings_json if render == "json" else page.text
     return SubPage(
         variables=list(page.head),
-        rows=[] if page.ask else pages.rows(page),
+        rows=[] if page.ask or render is not None else pages.rows(page),
+        text=text,
         next=None if done else "v" + base64.b64encode(page.plan).decode(),
         boolean=page.boolean if page.ask and done else None,
         stats=pages.stats(page, "value", answered.round_trip_ms),

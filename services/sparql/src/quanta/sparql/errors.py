@@ -138,3 +138,9 @@ class UnknownGraph(QuantaError):
     """The dataset has no named graph of that IRI."""
 
     kind = ErrorKind.UNKNOWN_GRAPH
+
+
+class InvalidRequest(QuantaError):
+    """A task asks for what its query cannot give (a column not in its head)."""
+
+    kind = ErrorKind.INVALID_REQUEST

@@ -67,6 +67,17 @@ def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | No
     return out.head(head) + out.rows(rows) + out.end()
 
 
+def rows_text(fmt: str, head: Sequence[str], rows: Iterable[Row]) -> str:
+    """Rows as `fmt`'s writer writes them after its head (JSON: the whole
+    "bindings" array, brackets included): what a worker renders from ids
+    (services/native/src/render.rs writes the same bytes)."""
+    if fmt == "json":
+        return json_bindings_text(head, rows)
+    out = writer(fmt)
+    out.head(head)
+    return out.rows(rows)
+
+
 # -- JSON --
 
 

@@ -26,6 +26,8 @@ from quanta.sparql.errors import (
     UnsupportedQuery,
 )
 
+TEXT_FORMATS = {q.ROW_FORMAT_TSV: "tsv", q.ROW_FORMAT_CSV: "csv", q.ROW_FORMAT_XML: "xml"}
+
 
 class Runner:
     """Holds the open datasets; `run` never raises for a bad task: every
@@ -65,8 +67,10 @@ class Runner:
             terms, cells = term_rows.encode(page.rows)
             out.rows.terms.extend(terms)
             out.rows.cells.extend(cells)
+        elif task.rows in TEXT_FORMATS:
+            out.text = page.text(TEXT_FORMATS[task.rows])  # from term ids, natively when the store allows
         else:
-            out.bindings_json = page.bindings_json()  # from term ids, natively when the store allows
+            out.bindings_json = page.bindings_json()
         if page.next is not None:
             if by_reference(task.plan_mode, dataset, len(page.next)):
                 out.plan_ref = self._keep(page.next)
@@ -107,6 +111,7 @@ class Runner:
                 quantum_seconds=seconds,
                 max_results=dataset.max_results,
                 max_bytes=dataset.max_page_bytes,
+                columns=task.columns,
             )
         if kind == "plan":
             saved = task.plan
@@ -123,6 +128,7 @@ class Runner:
             quantum_seconds=seconds,
             max_results=dataset.max_results,
             max_bytes=dataset.max_page_bytes,
+            columns=task.columns,
         )
 
     def _keep(self, plan: bytes) -> str:

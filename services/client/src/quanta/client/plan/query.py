@@ -12,18 +12,19 @@ nothing, as the spec says.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Node, URIRef, Variable
 
-from quanta.client.ops.base import Batch, Op
+from quanta.client.ops.base import Batch, Op, Row
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.local import Rows
-from quanta.client.ops.remote import Sources
+from quanta.client.ops.remote import Remote, Sources
 from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
 from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query
@@ -45,12 +46,15 @@ class QueryPlan:
     variables: list[str]
     root: Op
     output: list[int]  # the slots of the answer's columns (SELECT: its variables; graphs: s, p, o)
+    # SELECT: the one server query whose pages, as they come, are the whole answer
+    # (its columns are the answer's, named alike); None when the client does any work
+    direct: Remote | None = None
 
     async def run(self, context: Context) -> AsyncGenerator[Batch, None]:
-        output = self.output
+        project = columns(self.output)
         async for batch in self.root.run(context):
             if batch:
-                yield [tuple(row[s] for s in output) for row in batch]
+                yield list(map(project, batch))
 
     def explain(self) -> str:
         return self.root.explain()
@@ -90,8 +94,26 @@ async def plan_query(
     root = planner.plan(pattern, scope, dataset.default)
     if form == "ask":
         return QueryPlan(form, [], root, [])
-    variables = _head(algebra, query, planner)
-    return QueryPlan(form, [str(v) for v in variables], root, [scope.slot(v) for v in variables])
+    head = _head(algebra, query, planner)
+    variables, output = [str(v) for v in head], [scope.slot(v) for v in head]
+    return QueryPlan(form, variables, root, output, _direct(root, sources, variables, output))
+
+
+def _direct(root: Op, sources: Sources, variables: list[str], output: list[int]) -> Remote | None:
+    """`root`, when it is one server query on one source (no blank node renamed)
+    whose page columns are the answer's `variables` as they are named there."""
+    if not isinstance(root, Remote) or sources.rename or not variables:
+        return None
+    slots = root.piece.columns.slots  # the piece's variable names -> slots
+    return root if all(slots.get(v) == s for v, s in zip(variables, output, strict=True)) else None
+
+
+def columns(slots: list[int]) -> Callable[[Row], Row]:
+    """A function picking `slots` of a row, as a tuple (itemgetter: no Python frame per row)."""
+    if len(slots) == 1:
+        one = slots[0]
+        return lambda row: (row[one],)
+    return itemgetter(*slots) if slots else (lambda row: ())
 
 
 def _head(algebra: Any, query: Query, planner: Planner) -> list[Variable]:
@@ -160,8 +182,9 @@ class _Slots(Op):
         return [self.child]
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        project = columns(self.slots)
         async for batch in self.child.run(ctx):
-            yield [tuple(row[s] for s in self.slots) for row in batch]
+            yield list(map(project, batch))
 
 
 # -- the dataset --
