@@ -155,3 +155,18 @@ def test_readyz_needs_a_live_worker(settings, serve, consumer) -> None:
         time.sleep(0.02)
     assert ready.json() == {"status": "ready", "redis": True, "workers": 1}
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_only_new_queries_are_charged_not_their_next_pages(settings, serve, consumer) -> None:
+    """A `next` token proves its query was admitted: a query of many pages is not
+    throttled by its own quanta, while new queries still are."""
+    consumer(paging_handler(pages=6))
+    client = serve(settings(rate_limit=0.5, rate_burst=1))
+    page = client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
+    pages = 1
+    while page.json()["next"] is not None:
+        page = client.post("/v1/datasets/watdiv/query", json={"next": page.json()["next"]})
+        assert page.status_code == 200, page.text
+        pages += 1
+    assert pages == 6
+    problem(client.post("/v1/datasets/watdiv/query", json={"query": QUERY}), 429, "rate-limited")

@@ -66,7 +66,9 @@ async def query(name: str, request: Request) -> Response:
     mode = _input(task, body, dataset, services.signer, settings.max_query_chars)
     task.plan_mode = mode or MODES[dataset.plan_mode]  # type: ignore[assignment]
 
-    outcome = await services.dispatcher.run(client, task)
+    # Only a new query is charged to the client's rate limit: a `next` token, signed, proves
+    # its query was admitted, so a long query's later quanta never throttle it (as /sparql).
+    outcome = await services.dispatcher.run(client, task, charge=body.query is not None)
     if task.WhichOneof("input") == "query" and isinstance(outcome, Answered | Failed | ReplyTimeout):
         metrics.QUERIES_STARTED.labels(name).inc()
     if isinstance(outcome, ReplyTimeout):
