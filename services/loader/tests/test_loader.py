@@ -491,10 +491,12 @@ def test_memory_sizes_and_gzip_estimate(tmp_path: Path) -> None:
 
 
 def test_command_prints_json_summary_and_is_interruptible(tmp_path: Path) -> None:
-    """As a user runs it: `quanta load` in a subprocess, stdout a pipe; then SIGINT mid-load."""
+    """As a user runs it: the installed `quanta load` (the venv's, whatever PATH says) in a
+    subprocess, stdout a pipe; then SIGINT mid-load."""
     src = write(tmp_path / "a.nt", NT_A)
+    command = str(Path(sys.executable).parent / "quanta")
     done = subprocess.run(
-        ["quanta", "load", str(src), "-o", str(tmp_path / "a.hdt")], capture_output=True, text=True, check=False
+        [command, "load", str(src), "-o", str(tmp_path / "a.hdt")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
