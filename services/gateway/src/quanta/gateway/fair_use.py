@@ -6,22 +6,26 @@ queue uncharged (a long query must not throttle itself). The count of running
 queries is a sorted set of leases in Redis, shared by every gateway process:
 admitted queries renew their lease while they stream and drop it when they
 end, and a gateway that dies leaves leases that run out by themselves.
+Commands go through the lean RESP pool (resp.py), as the query route's do;
+with neither a cap nor a rate (both 0), nothing is asked of Redis at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import uuid
+from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
 from quanta.gateway.problems import Problem
+from quanta.gateway.resp import RespPool, run_script
 from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
@@ -65,43 +69,63 @@ if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 
 end
 return 0
 """
+ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
+RENEW_SHA = hashlib.sha1(RENEW_LUA.encode()).hexdigest()
 
 
 class Lease:
     """An admitted query's place among its client's running queries, renewed
     in the background until `release`."""
 
-    def __init__(self, redis: Redis, client: str, query_id: str) -> None:
-        self.redis, self.key, self.query_id = redis, keys.running(client), query_id
+    def __init__(self, fair_use: FairUse, client: str, query_id: str) -> None:
+        self.fair_use, self.key, self.query_id = fair_use, keys.running(client), query_id
         self._renewing = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(RENEW_S)
             try:
-                await self.redis.eval(RENEW_LUA, 1, self.key, self.query_id, int(LEASE_S * 1000))
-            except (RedisError, OSError) as error:  # the next renewal may succeed; the lease outlives a few misses
+                await self.fair_use.call(RENEW_SHA, RENEW_LUA, [self.key], [self.query_id, int(LEASE_S * 1000)])
+            except (RedisError, OSError, TimeoutError) as error:  # the next may succeed: a lease outlives a few misses
                 log.warning("query lease not renewed", extra={"error": repr(error)})
 
     async def release(self) -> None:
         self._renewing.cancel()
-        with contextlib.suppress(RedisError, OSError):  # else the lease runs out by itself
-            await self.redis.zrem(self.key, self.query_id)
+        with contextlib.suppress(RedisError, OSError, TimeoutError):  # else the lease runs out by itself
+            await self.fair_use.call(None, "ZREM", [self.key], [self.query_id])
+
+
+class Unlimited:
+    """The lease of a query when there is neither a cap nor a rate: nothing to count."""
+
+    async def release(self) -> None:
+        pass
 
 
 class FairUse:
-    def __init__(self, redis: Redis, *, max_queries: int, rate: float, burst: int, retry_after_s: int) -> None:
-        self.redis = redis
+    def __init__(
+        self, pool: RespPool, *, max_queries: int, rate: float, burst: int, retry_after_s: int, timeout_s: float,
+    ) -> None:  # fmt: skip
+        self.pool, self.timeout_s = pool, timeout_s
         self.max_queries, self.rate, self.burst, self.retry_after_s = max_queries, rate, burst, retry_after_s
 
-    async def admit(self, client: str) -> Lease:
+    async def call(self, sha: str | None, script: str, keys: list[str], args: list[Any]) -> Any:
+        """A script (by its `sha`), or a plain command (`sha` None: `script` is its name), within the timeout."""
+        async with self.pool.connection() as conn, asyncio.timeout(self.timeout_s):
+            if sha is None:
+                return await conn.call(script, *keys, *args)
+            return await run_script(conn, sha, script, keys, args)
+
+    async def admit(self, client: str) -> Lease | Unlimited:
         """A lease for a new query of `client`; raises Problem 429 (too many
         running, or starting them too fast) or 503 (Redis unreachable)."""
+        if not self.max_queries and not self.rate:
+            return Unlimited()
         query_id = uuid.uuid4().hex
         args: list[int | float | str] = [self.max_queries, self.rate, self.burst, query_id, int(LEASE_S * 1000)]
         try:
-            code, value = await self.redis.eval(ADMIT_LUA, 2, keys.running(client), keys.query_rate(client), *args)
-        except (RedisError, OSError) as error:
+            code, value = await self.call(ADMIT_SHA, ADMIT_LUA, [keys.running(client), keys.query_rate(client)], args)
+        except (RedisError, OSError, TimeoutError) as error:
             metrics.REJECTED.labels("redis_down").inc()
             raise Problem(
                 ErrorKind.REDIS_UNAVAILABLE, "the task queue cannot be reached; retry the same request",
@@ -121,4 +145,4 @@ class FairUse:
                 ErrorKind.RATE_LIMITED, f"this client starts queries faster than {self.rate:g}/s",
                 headers={"Retry-After": str(wait)}, retry_after=wait,
             )  # fmt: skip
-        return Lease(self.redis, client, query_id)
+        return Lease(self, client, query_id)

@@ -75,8 +75,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
         fair_use = FairUse(
-            redis, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
+            pool, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
             burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
+            timeout_s=settings.redis_timeout_s,
         )  # fmt: skip
         app.state.services = Services(
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
@@ -48,9 +49,6 @@ def parse_query(text: str) -> Query:
         raise QueryError(ErrorKind.SYNTAX_ERROR, error.message, line=error.line, column=error.column) from error
     source = parsed.algebra
     prologue = source.prologue
-    declarations = [f"PREFIX {p}: <{ns}>" for p, ns in prologue.namespace_manager.namespaces()]
-    if prologue.base:
-        declarations.insert(0, f"BASE <{prologue.base}>")
     algebra = _Resolver(parsed).walk(source.algebra)
     code = _STRINGS_AND_COMMENTS.sub(" ", text)
     first_select = _SELECT.search(code)
@@ -58,7 +56,17 @@ def parse_query(text: str) -> Query:
     order: dict[str, int] = {}
     for match in _VARIABLE.finditer(code):
         order.setdefault(match.group(1), len(order))
-    return Query(algebra, prologue.base, "\n".join(declarations), star, order)
+    return Query(algebra, prologue.base, _declarations(prologue), star, order)
+
+
+@lru_cache(maxsize=2048)
+def _declarations(prologue: Any) -> str:
+    """PREFIX and BASE declarations of a parsed shape's prologue (the parse cache
+    shares it between queries of one shape; rdflib lists ~30 default prefixes)."""
+    declarations = [f"PREFIX {p}: <{ns}>" for p, ns in prologue.namespace_manager.namespaces()]
+    if prologue.base:
+        declarations.insert(0, f"BASE <{prologue.base}>")
+    return "\n".join(declarations)
 
 
 class _Resolver:
