@@ -109,11 +109,26 @@ schema = obj(
                         "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string", "enum": ["inf"]}],
                     },
                     "maxResults": i("a page ends at this many solutions", 1),
+                    "maxPageBytes": i("a page ends at about this many bytes of JSON results (default 1 MiB)", 1),
                     "planMode": s("how saved plans travel", enum=["auto", "value", "reference"]),
                     "planThresholdBytes": i("auto: plans up to this size go by value", 0),
                     "backend": s(
                         "storage backend (default: the workers' QUANTA_BACKEND, else native)", enum=["native", "pyhdt"]
                     ),
+                    "default": b("the dataset of /sparql (at most one; none: the first listed)"),
+                    "examples": arr(
+                        "the query page's example queries",
+                        obj(
+                            {"name": s("shown in the list", minLength=1), "query": s("SPARQL", minLength=1)},
+                            required=["name", "query"],
+                        ),
+                    ),
+                    "graphs": {
+                        "type": "object",
+                        "description": "named graphs: IRI to HDT file (relative to data.mountPath, or absolute)",
+                        "propertyNames": {"pattern": '^[^\\s<>"{}|^`\\\\]+:[^\\s<>"{}|^`\\\\]*$'},
+                        "additionalProperties": {"type": "string", "minLength": 1},
+                    },
                 },
                 required=["path", "quantumMs", "maxResults", "planMode", "planThresholdBytes"],
             ),

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import base64
+import json
+import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import jmespath
 import pytest
+
+from quanta.common.catalog import Dataset, Example, default_dataset, load_catalog
+
+from .conftest import CHART, ROOT
 
 KEDA = {"worker": {"autoscaling": {"keda": {"enabled": True}}}}
 EXTERNAL = {
@@ -42,7 +49,7 @@ def kinds(docs: list[dict[str, Any]]) -> list[str]:
 
 
 class TestGateway:
-    def test_deployment_service_pdb_and_probes_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_deployment_service_pdb_and_probes_by_default(self, render, one) -> None:
         docs = render()
         gateway = one(docs, "Deployment", "-gateway")
         container = gateway["spec"]["template"]["spec"]["containers"][0]
@@ -53,7 +60,7 @@ class TestGateway:
         assert one(docs, "PodDisruptionBudget", "-gateway")["spec"]["minAvailable"] == 1
         assert not [d for d in docs if d["kind"] in ("Ingress", "HorizontalPodAutoscaler")]
 
-    def test_settings_reach_the_environment(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_settings_reach_the_environment(self, render, one) -> None:
         values = {"gateway": {"settings": {"maxQueue": 50, "replyTimeoutSeconds": 7, "trustForwarded": True}}}
         variables = env(one(render(values), "Deployment", "-gateway"))
         assert (variables["QUANTA_MAX_QUEUE"], variables["QUANTA_REPLY_TIMEOUT_S"]) == ("50", "7")
@@ -64,10 +71,10 @@ class TestGateway:
 
 
 class TestGatewayIngress:
-    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render) -> None:
         assert not [d for d in render() if d["kind"] == "Ingress"]
 
-    def test_host_path_class_and_tls(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_host_path_class_and_tls(self, render, one) -> None:
         values = {
             "gateway": {"ingress": {"enabled": True, "host": "q.example", "className": "nginx", "tlsSecret": "t"}}
         }
@@ -78,10 +85,10 @@ class TestGatewayIngress:
 
 
 class TestGatewayAutoscaling:
-    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render) -> None:
         assert not [d for d in render() if d["kind"] == "HorizontalPodAutoscaler"]
 
-    def test_cpu_hpa_and_no_fixed_replicas(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_cpu_hpa_and_no_fixed_replicas(self, render, one) -> None:
         docs = render({"gateway": {"autoscaling": {"enabled": True, "targetCPUUtilizationPercentage": 60}}})
         hpa = one(docs, "HorizontalPodAutoscaler", "-gateway")
         assert jmespath.search("spec.metrics[0].resource.target.averageUtilization", hpa) == 60
@@ -89,12 +96,12 @@ class TestGatewayAutoscaling:
 
 
 class TestWorkerKeda:
-    def test_off_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render, one) -> None:
         docs = render()
         assert not [d for d in docs if d["kind"] in ("ScaledObject", "TriggerAuthentication")]
         assert one(docs, "Deployment", "-worker")["spec"]["replicas"] == 2
 
-    def test_redis_streams_lag_trigger_that_scales_to_zero(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_redis_streams_lag_trigger_that_scales_to_zero(self, render, one) -> None:
         docs = render({"worker": {"autoscaling": {"keda": {"enabled": True, "activationLagCount": 3, "lagCount": 9}}}})
         scaled = one(docs, "ScaledObject")
         trigger = scaled["spec"]["triggers"][0]
@@ -108,13 +115,13 @@ class TestWorkerKeda:
         assert "authenticationRef" not in trigger
         assert "advanced" not in scaled["spec"]  # the HPA's behavior: Kubernetes' defaults
 
-    def test_the_hpa_behavior_between_one_and_max(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_the_hpa_behavior_between_one_and_max(self, render, one) -> None:
         behavior = {"scaleDown": {"stabilizationWindowSeconds": 30}}
         keda = {"worker": {"autoscaling": {"keda": {"enabled": True, "behavior": behavior}}}}
         scaled = one(render(keda), "ScaledObject")
         assert jmespath.search("spec.advanced.horizontalPodAutoscalerConfig.behavior", scaled) == behavior
 
-    def test_with_scale_to_zero_the_gateway_stays_ready_without_workers(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_with_scale_to_zero_the_gateway_stays_ready_without_workers(self, render, one) -> None:
         def readiness(values: dict[str, Any]) -> str:
             gateway = one(render(values), "Deployment", "-gateway")
             return str(jmespath.search("spec.template.spec.containers[0].readinessProbe.httpGet.path", gateway))
@@ -123,7 +130,7 @@ class TestWorkerKeda:
         assert readiness(KEDA) == "/healthz"
         assert readiness({"worker": {"autoscaling": {"keda": {"enabled": True, "minReplicas": 1}}}}) == "/readyz"
 
-    def test_external_tls_redis_gets_a_trigger_authentication(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_external_tls_redis_gets_a_trigger_authentication(self, render, one) -> None:
         docs = render(EXTERNAL | KEDA)
         trigger = one(docs, "ScaledObject")["spec"]["triggers"][0]
         assert trigger["metadata"]["address"] == "redis.example:6380"
@@ -131,17 +138,17 @@ class TestWorkerKeda:
         params = {r["parameter"] for r in one(docs, "TriggerAuthentication")["spec"]["secretTargetRef"]}
         assert params == {"password", "ca", "cert", "key"}
 
-    def test_sentinel_uses_the_sentinel_streams_scaler(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_sentinel_uses_the_sentinel_streams_scaler(self, render, one) -> None:
         trigger = one(render(SENTINEL | KEDA), "ScaledObject")["spec"]["triggers"][0]
         assert trigger["type"] == "redis-sentinel-streams"
         assert (trigger["metadata"]["addresses"], trigger["metadata"]["sentinelMaster"]) == ("s0:26379,s1:26379", "q")
 
 
 class TestWorkerHpa:
-    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render) -> None:
         assert not [d for d in render() if d["kind"] == "HorizontalPodAutoscaler"]
 
-    def test_external_metric_from_prometheus_adapter(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_external_metric_from_prometheus_adapter(self, render, one) -> None:
         hpa = one(render({"worker": {"autoscaling": {"hpa": {"enabled": True}}}}), "HorizontalPodAutoscaler", "-worker")
         assert jmespath.search("spec.metrics[0].external.metric.name", hpa) == "quanta_queue_lag"
         assert jmespath.search("spec.metrics[0].external.target.averageValue", hpa) == "5"
@@ -150,7 +157,7 @@ class TestWorkerHpa:
         }
         assert "behavior" not in hpa["spec"]
 
-    def test_behavior(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_behavior(self, render, one) -> None:
         behavior = {"scaleDown": {"stabilizationWindowSeconds": 0}, "scaleUp": {"selectPolicy": "Max"}}
         hpa = one(render({"worker": {"autoscaling": {"hpa": {"enabled": True, "behavior": behavior}}}}),
                   "HorizontalPodAutoscaler", "-worker")  # fmt: skip
@@ -158,7 +165,7 @@ class TestWorkerHpa:
 
 
 class TestWorker:
-    def test_probes_grace_period_and_settings(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_probes_grace_period_and_settings(self, render, one) -> None:
         worker = one(render({"worker": {"terminationGracePeriodSeconds": 45, "livenessTimeoutSeconds": 90}}),
                      "Deployment", "-worker")  # fmt: skip
         spec = worker["spec"]["template"]["spec"]
@@ -172,7 +179,7 @@ class TestWorker:
 
 
 class TestEmbeddedRedis:
-    def test_on_by_default_with_aof_on_a_volume(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_on_by_default_with_aof_on_a_volume(self, render, one) -> None:
         docs = render()
         redis = one(docs, "StatefulSet", "-redis")
         args = redis["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -181,18 +188,18 @@ class TestEmbeddedRedis:
         assert redis["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
         assert env(one(docs, "Deployment", "-worker"))["QUANTA_REDIS_URL"] == "redis://quanta-redis:6379/0"
 
-    def test_without_persistence_an_empty_dir(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_without_persistence_an_empty_dir(self, render, one) -> None:
         redis = one(render({"redis": {"embedded": {"persistence": {"enabled": False}}}}), "StatefulSet", "-redis")
         assert "volumeClaimTemplates" not in redis["spec"]
         assert {"name": "data", "emptyDir": {}} in redis["spec"]["template"]["spec"]["volumes"]
 
 
 class TestExternalRedis:
-    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render) -> None:
         variables = [env(d) for d in render() if d["kind"] == "Deployment"]
         assert all("QUANTA_REDIS_TLS_CA_FILE" not in v for v in variables)
 
-    def test_tls_with_ca_and_client_certificate(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_tls_with_ca_and_client_certificate(self, render, one) -> None:
         docs = render(EXTERNAL)
         assert not [d for d in docs if d["kind"] == "StatefulSet"]
         for role in ("-gateway", "-worker"):
@@ -205,7 +212,7 @@ class TestExternalRedis:
             volumes = deployment["spec"]["template"]["spec"]["volumes"]
             assert {"name": "redis-tls", "secret": {"secretName": "redis-tls"}} in volumes
 
-    def test_sentinel(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_sentinel(self, render, one) -> None:
         variables = env(one(render(SENTINEL), "Deployment", "-worker"))
         assert variables["QUANTA_REDIS_SENTINELS"] == "s0:26379,s1:26379"
         assert variables["QUANTA_REDIS_SENTINEL_MASTER"] == "q"
@@ -213,14 +220,48 @@ class TestExternalRedis:
 
 
 class TestCatalogAndData:
-    def test_the_sample_from_the_worker_image_by_default(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def catalog(self, render: Any, one: Any, values: dict[str, Any], tmp_path: Path) -> dict[str, Dataset]:
+        """The rendered catalog, as the service reads it."""
+        path = tmp_path / "catalog.toml"
+        path.write_text(one(render(values), "ConfigMap", "-catalog")["data"]["catalog.toml"])
+        return load_catalog(path)
+
+    def test_every_key_of_the_services_catalog_is_a_value(self) -> None:
+        """The chart takes whatever the service's catalog takes (camelCase), so nothing is
+        out of reach on Kubernetes."""
+        schema = json.loads((CHART / "values.schema.json").read_text())
+        keys = set(schema["properties"]["catalog"]["additionalProperties"]["properties"])
+        fields = {re.sub(r"_(.)", lambda m: m.group(1).upper(), f) for f in Dataset.__dataclass_fields__}
+        assert keys == fields - {"name"}
+
+    def test_the_samples_example_queries_by_default(self, render, one, tmp_path: Path) -> None:
+        """The query page on Kubernetes offers the sample's examples, as `quanta up` does."""
+        sample = self.catalog(render, one, {}, tmp_path)["watdiv-100k"]
+        examples = tomllib.loads((ROOT / "data" / "watdiv-100k.examples.toml").read_text())["example"]
+        assert [(e.name, e.query) for e in sample.examples] == [(e["name"], e["query"]) for e in examples]
+
+    def test_named_graphs_default_page_bytes_and_examples(self, render, one, tmp_path: Path) -> None:
+        base = {"quantumMs": 75, "maxResults": 100, "planMode": "auto", "planThresholdBytes": 0}
+        extra = "http://example.org/graphs/extra"
+        dataset = {**base, "path": "d.hdt", "maxPageBytes": 65536, "default": True,
+                   "graphs": {extra: "extra.hdt", "urn:x:other": "/mnt/other.hdt"},
+                   "examples": [{"name": 'a "quoted" one', "query": "SELECT * WHERE {\n  ?s ?p ?o\n}\n"}]}  # fmt: skip
+        values = {"catalog": {"first": {**base, "path": "f.hdt"}, "d": dataset}, "tests": {"dataset": "d"}}
+        catalog = self.catalog(render, one, values, tmp_path)
+        d = catalog["d"]
+        assert default_dataset(catalog) is d and d.max_page_bytes == 65536
+        assert d.graph(extra) == Path("/opt/quanta/data/extra.hdt") and d.graph("urn:x:other") == Path("/mnt/other.hdt")
+        assert d.examples == (Example('a "quoted" one', "SELECT * WHERE {\n  ?s ?p ?o\n}\n"),)
+        assert default_dataset(self.catalog(render, one, {}, tmp_path)).name == "watdiv-100k"
+
+    def test_the_sample_from_the_worker_image_by_default(self, render, one) -> None:
         docs = render()
         catalog = tomllib.loads(one(docs, "ConfigMap", "-catalog")["data"]["catalog.toml"])
         assert catalog["datasets"]["watdiv-100k"]["path"] == "/opt/quanta/data/watdiv-100k.hdt"
         assert catalog["datasets"]["watdiv-100k"]["quantum_ms"] == 75
         assert not [d for d in docs if d["kind"] in ("PersistentVolumeClaim", "Job")]
 
-    def test_infinite_quantum_and_backend(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_infinite_quantum_and_backend(self, render, one) -> None:
         dataset = {"path": "/mnt/d.hdt", "quantumMs": "inf", "maxResults": 10, "planMode": "value",
                    "planThresholdBytes": 0, "backend": "pyhdt"}  # fmt: skip
         text = one(render({"catalog": {"d": dataset}, "tests": {"dataset": "d"}}), "ConfigMap", "-catalog")["data"]
@@ -229,7 +270,7 @@ class TestCatalogAndData:
             catalog["quantum_ms"] == float("inf") and catalog["backend"] == "pyhdt" and catalog["path"] == "/mnt/d.hdt"
         )
 
-    def test_a_read_only_volume_and_a_loader_job(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_a_read_only_volume_and_a_loader_job(self, render, one) -> None:
         values = {
             "data": {"source": "volume", "volume": {"accessModes": ["ReadWriteMany"]}},
             "loader": {"enabled": True, "jobs": [{"dataset": "watdiv-100k", "inputs": ["dumps/w.nt.gz"]}]},
@@ -247,27 +288,27 @@ class TestCatalogAndData:
 
 
 class TestSigningKeys:
-    def test_generated_when_none_given(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_generated_when_none_given(self, render, one) -> None:
         secret = one(render(), "Secret", "-signing-keys")
         kid, _, key = base64.b64decode(secret["data"]["QUANTA_SECRET_KEYS"]).decode().partition(":")
         assert kid == "k1" and len(key) == 43
 
-    def test_given_keys_in_order_first_signs(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_given_keys_in_order_first_signs(self, render, one) -> None:
         keys = [{"id": "k2", "secret": "n" * 20}, {"id": "k1", "secret": "o" * 20}]
         secret = one(render({"signingKeys": {"keys": keys}}), "Secret", "-signing-keys")
         assert base64.b64decode(secret["data"]["QUANTA_SECRET_KEYS"]).decode() == f"k2:{'n' * 20},k1:{'o' * 20}"
 
-    def test_an_existing_secret_is_used_not_made(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_an_existing_secret_is_used_not_made(self, render, one) -> None:
         docs = render({"signingKeys": {"existingSecret": "mine"}})
         assert not [d for d in docs if d["kind"] == "Secret"]
         assert env(one(docs, "Deployment", "-gateway"))["QUANTA_SECRET_KEYS"]["secretKeyRef"]["name"] == "mine"
 
 
 class TestMonitoring:
-    def test_off_by_default(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_off_by_default(self, render) -> None:
         assert not [d for d in render() if d["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule")]
 
-    def test_monitors_and_rules_carry_the_selector_labels(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_monitors_and_rules_carry_the_selector_labels(self, render, one) -> None:
         on = {"enabled": True}
         values = {"monitoring": {"labels": {"release": "kps"}, "serviceMonitor": on, "podMonitor": on,
                                  "prometheusRule": on}}  # fmt: skip
@@ -279,25 +320,25 @@ class TestMonitoring:
 
 
 class TestNetworkPolicy:
-    def test_workers_reach_only_redis_and_dns(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_workers_reach_only_redis_and_dns(self, render, one) -> None:
         policy = one(render(), "NetworkPolicy", "-worker")
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
         to = jmespath.search("spec.egress[1].to[0].podSelector.matchLabels", policy)
         assert to["app.kubernetes.io/component"] == "redis"
         assert [p["port"] for p in policy["spec"]["egress"][0]["ports"]] == [53, 53]
 
-    def test_redis_takes_only_the_release(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_redis_takes_only_the_release(self, render, one) -> None:
         policy = one(render(), "NetworkPolicy", "-redis")
         selector = jmespath.search("spec.ingress[0].from[0].podSelector.matchExpressions[1]", policy)
         assert selector["values"] == ["gateway", "worker", "loader"]
 
-    def test_can_be_turned_off(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_can_be_turned_off(self, render) -> None:
         assert not [d for d in render({"networkPolicy": {"enabled": False}}) if d["kind"] == "NetworkPolicy"]
 
 
 class TestSecurity:
     @pytest.mark.parametrize("values", [{}, KEDA | {"loader": {}}], ids=["defaults", "keda"])
-    def test_every_pod_is_restricted(self, render, values) -> None:  # type: ignore[no-untyped-def]
+    def test_every_pod_is_restricted(self, render, values) -> None:
         for doc in render(values):
             spec = jmespath.search("spec.template.spec", doc) or (doc["spec"] if doc["kind"] == "Pod" else None)
             if spec is None:
@@ -312,7 +353,7 @@ class TestSecurity:
                 assert context["capabilities"] == {"drop": ["ALL"]}, name
                 assert container["resources"]["limits"]["memory"], name
 
-    def test_host_network_only_when_asked(self, render) -> None:  # type: ignore[no-untyped-def]
+    def test_host_network_only_when_asked(self, render) -> None:
         def host(docs: list[dict[str, Any]]) -> set[bool]:
             return {
                 bool(jmespath.search("spec.template.spec.hostNetwork", d)) for d in docs if d["kind"] == "Deployment"
@@ -325,7 +366,7 @@ class TestSecurity:
 
 
 class TestHelmTest:
-    def test_a_query_pod_hook(self, render, one) -> None:  # type: ignore[no-untyped-def]
+    def test_a_query_pod_hook(self, render, one) -> None:
         pod = one(render(), "Pod", "-test-query")
         assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
         args = pod["spec"]["containers"][0]["args"]

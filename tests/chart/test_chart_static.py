@@ -67,10 +67,13 @@ def test_helm_lint_passes_in_strict_mode(helm: Path) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MATRIX))
-def test_the_values_matrix_renders_valid_objects(render, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_values_matrix_renders_valid_objects(render, name: str) -> None:
     docs = render(MATRIX[name])  # kubeconform -strict runs inside render
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "Service", "ConfigMap", "Secret", "ServiceAccount"} <= kinds
+
+
+DATASET = {"path": "d.hdt", "quantumMs": 1, "maxResults": 1, "planMode": "auto", "planThresholdBytes": 1}
 
 
 @pytest.mark.parametrize(
@@ -81,9 +84,11 @@ def test_the_values_matrix_renders_valid_objects(render, name: str) -> None:  # 
         {"worker": {"autoscaling": {"keda": {"lagcount": 3}}}},
         {"redis": {"external": {"tls": {"ca": "x"}}}},
         {"monitoring": {"dashboards": {"enable": True}}},
+        {"catalog": {"watdiv-100k": {"maxPageByte": 1}}},
+        {"catalog": {"watdiv-100k": {"examples": [{"name": "n", "query": "q", "title": "t"}]}}},
     ],
 )
-def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
+def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -> None:
     assert "additional properties" in render_error(values).lower()
 
 
@@ -126,16 +131,20 @@ def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -
         ({"tests": {"dataset": "missing"}}, "tests.dataset"),
         ({"signingKeys": {"keys": [{"id": "k1", "secret": "short"}]}}, "minLength"),
         (
-            {
-                "catalog": {
-                    "w": {"path": "w.hdt", "quantumMs": 0, "maxResults": 1, "planMode": "auto", "planThresholdBytes": 1}
-                }
-            },
+            {"catalog": {"w": {**DATASET, "quantumMs": 0}}},
             "quantumMs",
+        ),
+        ({"catalog": {"watdiv-100k": {"graphs": {"not an IRI": "g.hdt"}}}}, "graphs"),
+        (
+            {
+                "catalog": {name: {**DATASET, "path": f"{name}.hdt", "default": True} for name in "ab"},
+                "tests": {"dataset": "a"},
+            },
+            "several datasets have default: true (a, b)",
         ),
     ],
 )
-def test_impossible_combinations_fail_with_a_clear_message(render_error, values, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_impossible_combinations_fail_with_a_clear_message(render_error, values, message: str) -> None:
     assert message in render_error(values)
 
 

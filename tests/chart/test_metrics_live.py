@@ -52,7 +52,8 @@ def promql(live: Live, expr: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(f"{live.prometheus}/api/v1/query?{params}", timeout=30) as response:
         answer = json.load(response)
     assert answer["status"] == "success", (expr, answer)
-    return answer["data"]["result"]  # type: ignore[no-any-return]
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
 
 
 def run_queries(url: str, seconds: float, clients: int = 4) -> int:
@@ -145,7 +146,7 @@ def test_prometheus_scraped_the_gateway_and_both_workers(live: Live) -> None:
     assert len(up) == 3 and set(up.values()) == {"1"}
 
 
-def test_every_metric_the_dashboards_and_alerts_name_is_exported(live: Live, render) -> None:  # type: ignore[no-untyped-def]
+def test_every_metric_the_dashboards_and_alerts_name_is_exported(live: Live, render) -> None:
     with urllib.request.urlopen(f"{live.prometheus}/api/v1/label/__name__/values", timeout=30) as response:
         exported = set(json.load(response)["data"])
     rules = [d for d in render({"monitoring": {"prometheusRule": {"enabled": True}}}) if d["kind"] == "PrometheusRule"]

@@ -68,7 +68,7 @@ CASES: dict[str, tuple[str, dict[str, str], int, dict[str, str]]] = {
 
 
 @pytest.fixture
-def rules(render, one, tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:  # type: ignore[no-untyped-def]
+def rules(render, one, tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
     """The chart's PrometheusRule as a Prometheus rule file, and its alerts by name."""
     docs = render({"monitoring": {"prometheusRule": {"enabled": True}}})
     spec = one(docs, "PrometheusRule")["spec"]
@@ -77,17 +77,17 @@ def rules(render, one, tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]
     return path, {r["alert"]: r for group in spec["groups"] for r in group["rules"]}
 
 
-def test_rules_pass_promtool_check(rules, promtool) -> None:  # type: ignore[no-untyped-def]
+def test_rules_pass_promtool_check(rules, promtool) -> None:
     done = promtool("check", "rules", str(rules[0]))
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_every_alert_has_a_unit_test(rules) -> None:  # type: ignore[no-untyped-def]
+def test_every_alert_has_a_unit_test(rules) -> None:
     assert set(rules[1]) == set(CASES)
 
 
 @pytest.mark.parametrize("alert", sorted(CASES))
-def test_each_alert_fires_on_bad_series_and_stays_quiet_on_healthy_ones(  # type: ignore[no-untyped-def]
+def test_each_alert_fires_on_bad_series_and_stays_quiet_on_healthy_ones(
     rules, promtool, alert: str, tmp_path: Path
 ) -> None:
     path, by_name = rules
@@ -127,7 +127,7 @@ def test_the_dashboards_are_what_the_generator_writes() -> None:
     assert [p.stem for p in DASHBOARDS] == ["quanta-preemption", "quanta-service"]
 
 
-def test_every_panel_query_parses(promtool, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_every_panel_query_parses(promtool, tmp_path: Path) -> None:
     rules = [{"record": f"dashboard:q{i}", "expr": expr.replace("$__rate_interval", "5m")}
              for i, (_, _, expr) in enumerate(dashboard_queries())]  # fmt: skip
     assert len(rules) >= 20
@@ -138,7 +138,7 @@ def test_every_panel_query_parses(promtool, tmp_path: Path) -> None:  # type: ig
     assert f"SUCCESS: {len(rules)} rules found" in done.stdout
 
 
-def test_the_dashboards_configmaps_carry_grafana_label_and_the_json(render) -> None:  # type: ignore[no-untyped-def]
+def test_the_dashboards_configmaps_carry_grafana_label_and_the_json(render) -> None:
     assert not [d for d in render() if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]]
     docs = render({"monitoring": {"dashboards": {"enabled": True}}})
     maps = [d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]]

@@ -45,7 +45,7 @@ def test_three_images_from_their_dockerfiles_with_base_images_as_build_args() ->
         assert "HEALTHCHECK" not in text and "USER 10001:10001" in text
 
 
-def test_set_value_templates_name_real_values_and_render(render, one) -> None:  # type: ignore[no-untyped-def]
+def test_set_value_templates_name_real_values_and_render(render, one) -> None:
     (release,) = CONFIG["deploy"]["helm"]["releases"]
     values: dict[str, dict[str, dict[str, str]]] = {}
     for key, template in release["setValueTemplates"].items():
@@ -60,7 +60,7 @@ def test_set_value_templates_name_real_values_and_render(render, one) -> None:  
 
 
 @pytest.mark.parametrize("profile", ["local", "production"])
-def test_each_profile_renders_valid_objects(render, profile: str) -> None:  # type: ignore[no-untyped-def]
+def test_each_profile_renders_valid_objects(render, profile: str) -> None:
     (entry,) = [p for p in CONFIG["profiles"] if p["name"] == profile]
     (patch,) = entry["patches"]
     assert patch["path"] == "/deploy/helm/releases/0/valuesFiles"

@@ -35,6 +35,11 @@ image: {{ printf "%s:%s" .image.repository $tag | quote }}
 imagePullPolicy: {{ .image.pullPolicy }}
 {{- end -}}
 
+{{/* A catalog file path as a TOML string: relative to data.mountPath, or absolute; pass (dict "root" $ "path" P). */}}
+{{- define "quanta.dataPath" -}}
+{{- ternary .path (printf "%s/%s" .root.Values.data.mountPath .path) (hasPrefix "/" .path) | toJson }}
+{{- end -}}
+
 {{- define "quanta.redisHost" -}}
 {{- if .Values.hostNetwork -}}127.0.0.1{{- else -}}{{ include "quanta.fullname" . }}-redis{{- end -}}
 {{- end -}}
