@@ -147,7 +147,8 @@ def icwe(data: dict[str, Any]) -> str:
             row: list[Any] = [n]
             for s in systems:
                 r = index.get((s, workers, n))
-                row.append(f"{r['qph']:,} / {r['timeouts']} / {r['completeness']:.1%}" if r and r.get("qph") else "")
+                timeouts = r["cut"] + r.get("partial", 0) if r else 0  # cut with an error, or silently
+                row.append(f"{r['qph']:,} / {timeouts} / {r['completeness']:.1%}" if r and r.get("qph") else "")
             o = (index.get(("quanta-75ms", workers, n)) or {}).get("overhead") or {}
             row.append(f"{o['suspend_resume_ms']} ms = {o['share_of_quantum']:.3%} ({o['preemptions']})"
                        if o.get("preemptions") else "")  # fmt: skip

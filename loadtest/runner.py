@@ -19,7 +19,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.append(str(HERE.parent / "bench"))  # after loadtest/: bench/ has a service.py too
-import benchlib  # type: ignore[import-not-found]  # noqa: E402  (bench/: the machine, the docs' blocks)
+import benchlib  # noqa: E402  (bench/: the machine, the docs' blocks)
 
 LOCUST = [sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py")]
 

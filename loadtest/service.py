@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quanta.common.local import RedisServer, free_port, wait_ready
 
@@ -156,8 +157,8 @@ class Quanta:
 
 
 @contextmanager
-def quanta(hdt: Path, **options: object) -> Iterator[Quanta]:
-    service = Quanta(hdt, **options).start()  # type: ignore[arg-type]
+def quanta(hdt: Path, **options: Any) -> Iterator[Quanta]:
+    service = Quanta(hdt, **options).start()
     try:
         yield service
     finally:
