@@ -25,11 +25,9 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +35,6 @@ import benchlib  # bench/, the script's own folder
 
 from quanta.client import Budgets, HttpTransport, RequestEvent, SmartClient
 from quanta.client.workloads import optional_variant
-from quanta.common.local import free_port, wait_ready
 from quanta.engine.storage import open_store
 from quanta.engine.testing import shared_dir
 
@@ -88,23 +85,6 @@ def _order(path: Path) -> tuple[str, int]:
 def template(name: str) -> str:
     """L1_3 -> L1; ST-p05-03_1 -> ST-p05 (stress queries by their number of triple patterns)."""
     return name.split("_")[0] if not name.startswith("ST-") else name[:6]
-
-
-@contextmanager
-def service(dataset: Path, quantum_ms: float):  # type: ignore[no-untyped-def]
-    port = free_port()
-    cmd = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", "2"]
-    cmd += ["--quantum-ms", str(quantum_ms), "--dataset", f"watdiv={dataset}"]
-    env = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", "QUANTA_RATE_LIMIT": "0"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_ready(url, proc, timeout=180):
-            raise RuntimeError("service did not start")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 async def run_one(url: str, query: str, strategy: str, block: int, timeout_s: float) -> dict[str, Any]:
@@ -160,7 +140,7 @@ def main() -> int:
     runs: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     timed_out: dict[str, str] = {}
     for quantum in quanta:
-        with service(dataset, quantum) as url:
+        with benchlib.quanta_up(dataset, workers=2, quantum_ms=quantum) as (url, _):
             for name, query in queries.items():
                 if name in timed_out:
                     continue

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,7 @@ def fuseki(ntriples: Path, heap: str = "6g") -> Iterator[str]:
 def run(url: str, query: str) -> dict[str, Any]:
     """One query as TSV over a fresh connection: first result, total (ms), rows, bytes."""
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=3600)
+    connection = http.client.HTTPConnection(str(parts.hostname), parts.port, timeout=3600)
     body = urlencode({"query": query})
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/tab-separated-values"}
     started = time.perf_counter()
@@ -177,7 +177,7 @@ def parse_cost(url: str, n: int = 30) -> dict[str, Any]:
     ten-pattern star (WatDiv's C3) for a longer text."""
     star = next((WATDIV / "queries" / "basic").glob("C3_1.rq")).read_text()
     out: dict[str, Any] = {"queries": n}
-    renamed = {  # a text of a shape never seen; a known shape with other constants
+    renamed: dict[str, Callable[[int], str]] = {  # a text of a shape never seen; a known shape with other constants
         "short": lambda i: SHORT.replace("?", f"?n{time.time_ns()}_{i}_"),
         "star": lambda i: star.replace("?", f"?n{time.time_ns()}_{i}_"),
         "short_constants": lambda i: SHORT.replace("User0>", f"User{i + 1}>"),
@@ -225,7 +225,7 @@ def responsiveness(url: str, n: int = 60) -> dict[str, Any]:
 
 def _accepted(url: str, query: str) -> bool:
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    connection = http.client.HTTPConnection(str(parts.hostname), parts.port, timeout=60)
     connection.request("POST", parts.path, body=urlencode({"query": query}),
                        headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
     status = connection.getresponse().status

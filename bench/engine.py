@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
-import gzip
 import json
 import math
 import multiprocessing as mp
@@ -34,6 +33,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -142,13 +142,10 @@ def _oxigraph_child(conn: Connection, source: str) -> None:
     """Load N-Triples into an in-memory store, then time the queries sent."""
     import pyoxigraph as ox
 
+    from quanta.engine.testing import oxigraph_store
+
     started = time.perf_counter()
-    store = ox.Store()
-    if source.endswith(".gz"):
-        with gzip.open(source, "rb") as f:
-            store.bulk_load(input=f, format=ox.RdfFormat.N_TRIPLES)
-    else:
-        store.bulk_load(path=source, format=ox.RdfFormat.N_TRIPLES)
+    store = oxigraph_store(Path(source))
     conn.send(("loaded", time.perf_counter() - started, len(store), _rss_mb(field="VmHWM")))
 
     def once(text: str) -> tuple[int, float, float]:
@@ -156,7 +153,9 @@ def _oxigraph_child(conn: Connection, source: str) -> None:
         cpu = time.process_time()
         start = time.perf_counter()
         count = 0
-        for solution in store.query(text):
+        solutions = store.query(text)
+        assert isinstance(solutions, ox.QuerySolutions)
+        for solution in solutions:
             for term in solution:
                 if term is not None:
                     term.value  # noqa: B018 - materialize the term, as our side decodes it
@@ -195,7 +194,7 @@ class Oxigraph:
         peak = 0.0
         while not self.conn.poll(0.5):
             elapsed = time.perf_counter() - started
-            peak = max(peak, _rss_mb(self.proc.pid))
+            peak = max(peak, _rss_mb(self.proc.pid or "self"))
             if not self.proc.is_alive():
                 self.error = f"pyoxigraph child exited with code {self.proc.exitcode} while loading"
                 break
@@ -213,7 +212,8 @@ class Oxigraph:
     def run(self, text: str, runs: int) -> tuple[int, list[float], list[float], bool]:
         """(count, wall and CPU seconds per timed run, whether the warm-up was the only run)."""
         self.conn.send((text, runs))
-        return self.conn.recv()
+        answer: tuple[int, list[float], list[float], bool] = self.conn.recv()
+        return answer
 
     def close(self) -> None:
         if self.proc.is_alive():
@@ -288,7 +288,7 @@ def bench_totals(
         count, steady, parse_steady, cpu_steady = zip(*(run_ours(store, text) for _ in range(runs)), strict=True)
         entry: dict[str, Any] = {
             "results": count[0],
-            "ours_ms": median(steady) * 1000,
+            "ours_ms": median(list(steady)) * 1000,
             "ours_cpu_ms": median(list(cpu_steady)) * 1000,
             "parse_ms": median(list(parse_steady)),
         }
@@ -374,9 +374,9 @@ def clear_pool() -> None:
     from quanta.engine import plan as plan_module
 
     plan_module.POOL.free.clear()
-    cached = getattr(plan_module, "_physical_plan", None)
-    if hasattr(cached, "cache_clear"):
-        cached.cache_clear()
+    clear = getattr(getattr(plan_module, "_physical_plan", None), "cache_clear", None)
+    if clear is not None:
+        clear()
 
 
 QUANTA_KEYS = ("suspend_ms", "resume_ms", "suspend_resume_ms", "plan_bytes", "overshoot_ms", "overshoot_on_cpu_ms")
@@ -499,7 +499,7 @@ def isolated(store: Any, saved: list[bytes], limit: int = 400, repeats: int = 5)
         measures["resume_cold_ms"].append(median(cold) * 1000)
     both = [a + b for a, b in zip(measures["suspend_ms"], measures["resume_ms"], strict=True)]
     both_cold = [a + b for a, b in zip(measures["suspend_ms"], measures["resume_cold_ms"], strict=True)]
-    out = {k: distribution(v) for k, v in measures.items()}
+    out: dict[str, Any] = {k: distribution(v) for k, v in measures.items()}
     out["suspend_resume_ms"] = distribution(both)
     out["suspend_resume_cold_ms"] = distribution(both_cold)
     out["plans"] = len(measures["suspend_ms"])
@@ -523,7 +523,12 @@ def select_stress(store: Any, candidates: list[Query], quantum_s: float) -> list
 
 
 def bench_quanta(
-    store: Any, basic: list[Query], stress: list[Query], quick: bool, counts: dict[str, int], truth: dict | None
+    store: Any,
+    basic: list[Query],
+    stress: list[Query],
+    quick: bool,
+    counts: dict[str, int],
+    truth: dict[str, Any] | None,
 ) -> tuple[dict[str, Any], list[str]]:
     failures: list[str] = []
     candidates = [copies[0] for copies in distinct(basic).values()] + stress
@@ -621,6 +626,10 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return median(times), value
 
 
+def first_match(store: Any, pattern: tuple[int, int, int], offset: int) -> Any:
+    return next(store.search(*pattern, offset), None)
+
+
 def bench_shapes(store: Any, quick: bool) -> dict[str, Any]:
     from quanta.engine.execute import execute
 
@@ -631,7 +640,7 @@ def bench_shapes(store: Any, quick: bool) -> dict[str, Any]:
         offsets = [0] + [10**k for k in range(2, top + 1) if 10**k < count]
         search_us: dict[str, float | None] = {}
         for offset in offsets:
-            seconds, first = timed(lambda p=pattern, k=offset: next(store.search(*p, k), None), repeats)
+            seconds, first = timed(partial(first_match, store, pattern, offset), repeats)
             search_us[str(offset)] = round(seconds * 1e6, 3) if first is not None else None
         text = pattern_query(store, pattern)
         resumed: dict[str, dict[str, float]] = {}
@@ -658,7 +667,8 @@ def bench_shapes(store: Any, quick: bool) -> dict[str, Any]:
                 row[f"{label}_first_row_ms"] = round(median(firsts), 4)
             resumed[str(offset)] = row
         last = max((int(k) for k, v in search_us.items() if v is not None), default=0)
-        slope = (search_us[str(last)] - search_us["0"]) * 1000 / last if last and search_us["0"] is not None else None
+        at_start, at_last = search_us["0"], search_us[str(last)]
+        slope = (at_last - at_start) * 1000 / last if last and at_start is not None and at_last is not None else None
         out[shape] = {
             "pattern": [store.extract(v) if v else None for v in pattern],
             "matches": count,
@@ -679,6 +689,9 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
     from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
 
+    def algebra(text: str) -> Any:
+        return translateQuery(parseQuery(text))
+
     from quanta.engine.sparql.compile import compile_query
     from quanta.sparql import parse as parse_module
 
@@ -688,15 +701,15 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
     cold, warm, parse_warm, bare = [], [], [], []
     for q in queries:
         parse_module._parse_shape.cache_clear()
-        seconds, _ = timed(lambda q=q: compile_query(q.text, store), 1)
+        seconds, _ = timed(partial(compile_query, q.text, store), 1)
         cold.append(seconds * 1000)
         siblings = [other for other in by_template[q.template] if other.name != q.name] or [q]
         compile_query(siblings[0].text, store)  # another instance of the template: the shape is cached
-        seconds, _ = timed(lambda q=q: compile_query(q.text, store), 3)
+        seconds, _ = timed(partial(compile_query, q.text, store), 3)
         warm.append(seconds * 1000)
-        seconds, _ = timed(lambda q=q: parse_module.parse(q.text), 3)
+        seconds, _ = timed(partial(parse_module.parse, q.text), 3)
         parse_warm.append(seconds * 1000)
-        seconds, _ = timed(lambda q=q: translateQuery(parseQuery(q.text)), 1)
+        seconds, _ = timed(partial(algebra, q.text), 1)
         bare.append(seconds * 1000)
     return {
         "parse_plan_cold_ms": distribution(cold),
@@ -1119,8 +1132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", type=Path, metavar="FILE.json", help="only rewrite the docs block from a result")
     args = parser.parse_args(argv)
     if args.render:
-        result = json.loads(args.render.read_text())
-        update_docs(markdown(result, plot(result)))
+        stored: dict[str, Any] = json.loads(args.render.read_text())
+        update_docs(markdown(stored, plot(stored)))
         log(f"updated {DOCS.relative_to(REPO)} from {args.render}")
         return 0
     args.runs = 1 if args.quick else 3

@@ -101,7 +101,7 @@ def renamespaced(src: Path, dst: Path, copies: int) -> None:
     with open(partial, "wb") as out:
         for k in range(copies):
             with open(src, "rb") as f:
-                for chunk in iter(lambda f=f: f.readlines(1 << 24), []):
+                while chunk := f.readlines(1 << 24):
                     data = b"".join(chunk)
                     out.write(data.replace(b"/wsdbm/", b"/wsdbm/c%d/" % k) if k else data)
     partial.rename(dst)
@@ -491,10 +491,10 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="rewrite the docs block from --out's JSON")
     args = parser.parse_args()
     if args.report_only:
-        results = json.loads(args.out.read_text())
-        block = report(results, results["command"])
-        results["report"] = block
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        stored: dict[str, Any] = json.loads(args.out.read_text())
+        block = report(stored, stored["command"])
+        stored["report"] = block
+        args.out.write_text(json.dumps(stored, indent=2) + "\n")
         write_docs(block)
         print(block)
         return 0

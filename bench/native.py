@@ -27,6 +27,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +47,6 @@ C3 = "C3_1.rq"
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def pct(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {
-        "n": len(ordered),
-        "p50": round(pick(0.5), 4),
-        "p99": round(pick(0.99), 4),
-        "max": round(ordered[-1], 4),
-        "mean": round(statistics.fmean(ordered), 4),
-    }
 
 
 def prepared(data: Path, name: str) -> Path:
@@ -147,7 +134,7 @@ def opening(path: Path, repeats: int) -> dict[str, Any]:
         report = json.loads(second.stdout.strip().splitlines()[-1])
         index = Path(str(path) + (".quanta-index.v1" if backend == "native" else ".index.v1-1"))
         out[backend] = {
-            "open_ms": pct(times),
+            "open_ms": benchlib.percentiles(times, digits=4),
             "index_bytes": index.stat().st_size if index.exists() else 0,
             "first_worker_private_bytes": first_report["after_scan"],
             "second_worker_private_bytes": report["after_scan"],
@@ -295,11 +282,11 @@ def suspend_resume(path: Path, queries: list[Path], max_quanta: int) -> dict[str
             pages += n
         out[backend] = {
             "pages": pages,
-            "suspend_plus_resume_ms": pct(sr),
-            "suspend_ms": pct(suspend),
-            "resume_ms": pct(resume),
-            "plan_bytes": pct([float(b) for b in plan_bytes]),
-            "quantum_ms": pct(quantum),
+            "suspend_plus_resume_ms": benchlib.percentiles(sr, digits=4),
+            "suspend_ms": benchlib.percentiles(suspend, digits=4),
+            "resume_ms": benchlib.percentiles(resume, digits=4),
+            "plan_bytes": benchlib.percentiles([float(b) for b in plan_bytes], digits=4),
+            "quantum_ms": benchlib.percentiles(quantum, digits=4),
         }
         log(f"  suspend+resume {backend}: {out[backend]['suspend_plus_resume_ms']}")
     return out
@@ -309,15 +296,12 @@ def suspend_resume(path: Path, queries: list[Path], max_quanta: int) -> dict[str
 
 
 def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
-    from quanta.engine.execute import (
-        edge,
-        json_bindings_text,  # wherever the writer lives, execute uses it
-        run,
-    )
+    from quanta.engine.execute import edge, run
     from quanta.engine.plan import Plan
     from quanta.engine.quantum import Quantum
     from quanta.engine.sparql.compile import compile_query
     from quanta.engine.storage import open_store
+    from quanta.sparql.results import rows_text
 
     out: dict[str, Any] = {}
     for backend in BACKENDS:
@@ -338,17 +322,17 @@ def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
                 quantum = Quantum(0.075)
                 plan = Plan.load(saved, store, quantum)
                 t1 = time.perf_counter()
-                rows, _ = run(plan, quantum, **limit)  # type: ignore[arg-type]
+                rows, _ = run(plan, quantum, **limit)
                 t2 = time.perf_counter()
                 nxt = plan.save()
                 t3 = time.perf_counter()
-                decoder, renderer = edge(plan)
+                head, decoder, renderer = edge(plan)
                 strings = decoder(rows)
                 t4 = time.perf_counter()
-                json_bindings_text(plan.head, strings)
+                rows_text("json", head, strings)
                 t5 = time.perf_counter()
                 if renderer is not None:
-                    renderer(rows)
+                    renderer("json", rows)
                 t6 = time.perf_counter()
                 plan.release()
                 gc.enable()
@@ -371,37 +355,16 @@ def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
 # -- (6) over HTTP ------------------------------------------------------------------------
 
 
-def _pages(url: str, bare: bool) -> Any:
+def _pages(url: str, bare: bool) -> Callable[[str], int]:
     """A function running one query to its end, returning its pages: through
-    QuantaClient (which decodes every page), or `bare` (http.client, reading
+    QuantaClient (which decodes every page), or `bare` (benchlib.BareClient, reading
     only `next`: the service's own time, as bench/service.py's load generator)."""
-    if not bare:
-        from quanta.client import QuantaClient
+    if bare:
+        return benchlib.BareClient(url).run
+    from quanta.client import QuantaClient
 
-        client = QuantaClient(url, timeout=600)
-        return lambda text: sum(1 for _ in client.pages("watdiv", text))
-    import http.client
-    from urllib.parse import urlsplit
-
-    address = urlsplit(url)
-    conn = http.client.HTTPConnection(address.hostname, address.port, timeout=600)
-
-    def run(text: str) -> int:
-        body: dict[str, str] = {"query": text}
-        pages = 0
-        while True:
-            conn.request("POST", "/v1/datasets/watdiv/query", json.dumps(body), {"Content-Type": "application/json"})
-            response = conn.getresponse()
-            data = response.read()
-            if response.status != 200:
-                raise RuntimeError(f"{response.status}: {data[:300]!r}")
-            pages += 1
-            token = data[data.rindex(b'"next":') + 7 :].split(b",", 1)[0]  # stats, after it, hold no "next"
-            if token == b"null":
-                return pages
-            body = {"next": token.strip(b'"').decode()}
-
-    return run
+    client = QuantaClient(url, timeout=600)
+    return lambda text: sum(1 for _ in client.pages("watdiv", text))
 
 
 def _client(args: tuple[str, list[str], bool]) -> tuple[int, float]:
@@ -416,21 +379,9 @@ def _shared_client(args: tuple[str, list[str], bool]) -> int:
     url, queries, bare = args
     run = _pages(url, bare)
     pages = 0
-    while True:
-        with _cursor.get_lock():
-            index = _cursor.value
-            _cursor.value += 1
-        if index >= len(queries):
-            return pages
+    while (index := benchlib.take_next()) < len(queries):
         pages += run(queries[index])
-
-
-_cursor: Any = None
-
-
-def _share(cursor: Any) -> None:
-    global _cursor
-    _cursor = cursor
+    return pages
 
 
 def over_http(path: Path, queries: list[str], rounds: int) -> dict[str, Any]:
@@ -438,16 +389,14 @@ def over_http(path: Path, queries: list[str], rounds: int) -> dict[str, Any]:
     alternated round by round, so that both see the same load on the machine."""
     import contextlib
 
-    sys.path.insert(0, str(REPO / "bench"))
-    import service  # bench/service.py: `quanta up` on this machine
-
     runs: dict[tuple[str, str, str], list[float]] = {}
     pages: dict[tuple[str, str], int] = {}
     with contextlib.ExitStack() as stack:
         urls = {}
         for backend in BACKENDS:
             os.environ["QUANTA_BACKEND"] = backend  # the workers `quanta up` starts inherit it
-            urls[backend], _ = stack.enter_context(service.service(path, workers=1, quantum_ms=75, max_results=100_000))
+            up = benchlib.quanta_up(path, workers=1, quantum_ms=75, max_results=100_000)
+            urls[backend], _ = stack.enter_context(up)
         os.environ.pop("QUANTA_BACKEND", None)
         for url in urls.values():
             _client((url, queries, True))  # warm-up: parse cache, pages of the file
@@ -458,7 +407,9 @@ def over_http(path: Path, queries: list[str], rounds: int) -> dict[str, Any]:
                     pages[(backend, client)] = n
                     runs.setdefault((backend, client, "sequential"), []).append(seconds)
                     cursor = multiprocessing.Value("i", 0)
-                    with multiprocessing.get_context("fork").Pool(4, initializer=_share, initargs=(cursor,)) as pool:
+                    with multiprocessing.get_context("fork").Pool(
+                        4, initializer=benchlib.share_batch, initargs=(cursor,)
+                    ) as pool:
                         start = time.perf_counter()
                         sum(pool.map(_shared_client, [(url, queries, bare)] * 4))
                         runs.setdefault((backend, client, "four_clients"), []).append(time.perf_counter() - start)
@@ -589,7 +540,10 @@ def render(r: dict[str, Any]) -> str:
         "| backend | pages | suspend + resume | suspend | resume | plan bytes | quantum ms |",
         "| --- | ---: | --- | --- | --- | --- | --- |",
     ]
-    fmt = lambda p: " / ".join(str(p.get(k, "")) for k in ("n", "p50", "p99", "max", "mean")) if p else ""  # noqa: E731
+
+    def fmt(p: dict[str, float]) -> str:
+        return " / ".join(str(p.get(k, "")) for k in ("n", "p50", "p99", "max", "mean")) if p else ""
+
     for backend in BACKENDS:
         b = s[backend]
         lines.append(

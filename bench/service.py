@@ -10,7 +10,6 @@ Writes bench/results/service.json and the `service` block of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
@@ -18,21 +17,18 @@ import random
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import benchlib  # bench/, the script's own folder
 import hiredis
 
 from quanta.client import QuantaClient
-from quanta.common.local import free_port, redis_server, wait_ready
+from quanta.common.local import redis_server
 from quanta.engine.testing import shared_dir
 
 REPO = benchlib.REPO
@@ -40,43 +36,6 @@ REPO = benchlib.REPO
 WATDIV = shared_dir() / "datasets" / "watdiv"
 BASIC = sorted((WATDIV / "queries" / "basic").glob("*.rq"))
 TINY = "ASK { <http://db.uwaterloo.ca/~galuc/wsdbm/User0> ?p ?o }"
-
-
-@contextmanager
-def service(dataset: Path, *, workers: int, quantum_ms: float, max_results: int = 2000):  # type: ignore[no-untyped-def]
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "quanta.cli.main",
-        "up",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--quantum-ms",
-        str(quantum_ms),
-        "--max-results",
-        str(max_results),
-        "--dataset",
-        f"watdiv={dataset}",
-    ]
-    env = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", "QUANTA_RATE_LIMIT": "100000", "QUANTA_RATE_BURST": "100000"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_ready(url, proc, timeout=120):
-            raise RuntimeError("service did not start")
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"p50": round(pick(0.5), 3), "p99": round(pick(0.99), 3), "mean": round(statistics.fmean(ordered), 3)}
 
 
 def round_trip(dataset: Path, n: int, blocks: int = 4) -> dict[str, object]:
@@ -92,7 +51,10 @@ def round_trip(dataset: Path, n: int, blocks: int = 4) -> dict[str, object]:
         floor_worker.start()
         floor_client = SocketRedis(floor_redis.port)
         for _ in range(blocks):
-            with service(dataset, workers=1, quantum_ms=75) as (url, _), QuantaClient(url) as client:
+            with (
+                benchlib.quanta_up(dataset, workers=1, quantum_ms=75, max_results=2000) as (url, _),
+                QuantaClient(url) as client,
+            ):
                 for _ in range(50):  # warm up (parse cache, connections)
                     list(client.pages("watdiv", TINY))
                 block = []
@@ -106,21 +68,27 @@ def round_trip(dataset: Path, n: int, blocks: int = 4) -> dict[str, object]:
                     block.append(s["round_trip_ms"] - work)
                     request.append(elapsed - work)
                 leg += block
-                block_p50.append(percentiles(block)["p50"])
+                block_p50.append(benchlib.percentiles(block)["p50"])
             for i in range(n // blocks):
                 start = time.perf_counter()
-                floor_client.call(hiredis.pack_command(("XADD", "tasks", "*", "reply_to", f"reply:{i}")))
-                floor_client.call(hiredis.pack_command(("BLPOP", f"reply:{i}", 10)))
+                floor_client.call(command("XADD", "tasks", "*", "reply_to", f"reply:{i}"))
+                floor_client.call(command("BLPOP", f"reply:{i}", 10))
                 floor.append((time.perf_counter() - start) * 1000)
         floor_worker.kill()
     return {
         "requests": n,
-        "latency_ms": percentiles(total),
-        "overhead_ms": percentiles(leg),
+        "latency_ms": benchlib.percentiles(total),
+        "overhead_ms": benchlib.percentiles(leg),
         "overhead_p50_per_start_ms": block_p50,
-        "request_overhead_ms": percentiles(request),
-        "socket_floor_ms": percentiles(floor),
+        "request_overhead_ms": benchlib.percentiles(request),
+        "socket_floor_ms": benchlib.percentiles(floor),
     }
+
+
+def command(*parts: str | int | bytes) -> bytes:
+    """One command in RESP (hiredis's stub types pack_command's argument as a 1-tuple)."""
+    packed: bytes = hiredis.pack_command(parts)  # type: ignore[arg-type]
+    return packed
 
 
 class SocketRedis:
@@ -131,9 +99,10 @@ class SocketRedis:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = hiredis.Reader()
 
-    def call(self, *commands: bytes) -> list[object]:
+    def call(self, *commands: bytes) -> list[Any]:
+        """Send the commands, read their replies (RESP values: bytes, ints, nested lists)."""
         self.sock.sendall(b"".join(commands))
-        replies: list[object] = []
+        replies: list[Any] = []
         while len(replies) < len(commands):
             reply = self.reader.gets()
             if reply is False:
@@ -146,17 +115,17 @@ class SocketRedis:
 def _socket_worker(port: int) -> None:
     """The worker's side of the floor: take a task, reply and acknowledge, in as few calls as possible."""
     conn = SocketRedis(port)
-    conn.call(hiredis.pack_command(("XGROUP", "CREATE", "tasks", "g", "0", "MKSTREAM")))
-    read = hiredis.pack_command(("XREADGROUP", "GROUP", "g", "w", "COUNT", 1, "BLOCK", 1000, "STREAMS", "tasks", ">"))
+    conn.call(command("XGROUP", "CREATE", "tasks", "g", "0", "MKSTREAM"))
+    read = command("XREADGROUP", "GROUP", "g", "w", "COUNT", 1, "BLOCK", 1000, "STREAMS", "tasks", ">")
     while True:
         (answer,) = conn.call(read)
         if answer:
-            entry, fields = answer[0][1][0]  # type: ignore[index]
+            entry, fields = answer[0][1][0]
             conn.call(
-                hiredis.pack_command(("LPUSH", fields[1], b"x" * 200)),
-                hiredis.pack_command(("EXPIRE", fields[1], 60)),
-                hiredis.pack_command(("XACK", "tasks", "g", entry)),
-                hiredis.pack_command(("XDEL", "tasks", entry)),
+                command("LPUSH", fields[1], b"x" * 200),
+                command("EXPIRE", fields[1], 60),
+                command("XACK", "tasks", "g", entry),
+                command("XDEL", "tasks", entry),
             )
 
 
@@ -175,57 +144,28 @@ def _client_run(args: tuple[str, list[str]]) -> tuple[int, float, list[float], l
     return len(queries), sum(done), first, done
 
 
-_next_query: Any = None  # the batch's shared cursor, in each client process
-
-
-def _share_cursor(cursor: Any) -> None:
-    global _next_query
-    _next_query = cursor
-
-
-def _batch_client(args: tuple[str, list[str]]) -> tuple[int, int, float]:
-    """Take the batch's next query until none is left; count queries, pages and this client's CPU seconds.
-
-    A bare load generator (http.client, reading only `next`), so that the clients take
-    as little as possible from the cores the service runs on: 0.4 ms of CPU a page,
-    where QuantaClient, which decodes every page, takes 1 to 2 ms."""
-    url, batch = args
+def _batch_client(url: str, batch: list[str]) -> tuple[int, int, float]:
+    """Take the batch's next query until none is left; count queries, pages and this
+    client's CPU seconds. A bare client: it takes little from the cores the service runs on."""
     done = pages = 0
     cpu = time.process_time()
-    address = urlsplit(url)
-    conn = http.client.HTTPConnection(address.hostname, address.port)
-    while True:
-        with _next_query.get_lock():
-            index = _next_query.value
-            _next_query.value += 1
-        if index >= len(batch):
-            conn.close()
-            return done, pages, time.process_time() - cpu
-        body: dict[str, str] = {"query": batch[index]}
-        while True:
-            conn.request("POST", "/v1/datasets/watdiv/query", json.dumps(body), {"Content-Type": "application/json"})
-            response = conn.getresponse()
-            data = response.read()
-            if response.status != 200:
-                raise RuntimeError(f"{response.status}: {data[:300]!r}")
-            pages += 1
-            # the page ends with "next": ..., "stats": {...}, and stats hold no "next"
-            token = data[data.rindex(b'"next":') + 7 :].split(b",", 1)[0]
-            if token == b"null":
-                break
-            body = {"next": token.strip(b'"').decode()}
+    client = benchlib.BareClient(url)
+    while (index := benchlib.take_next()) < len(batch):
+        pages += client.run(batch[index])
         done += 1
+    client.close()
+    return done, pages, time.process_time() - cpu
 
 
-def throughput(dataset: Path, workers: int, clients: int, batch: list[str]):  # type: ignore[no-untyped-def]
+def throughput(dataset: Path, workers: int, clients: int, batch: list[str]) -> dict[str, Any]:
     """Time for `clients` closed-loop clients to run a fixed batch, each taking the
     next query as it finishes one. The batch lists its long queries first, so the
     end, when fewer clients than workers are left, is short."""
-    with service(dataset, workers=workers, quantum_ms=75) as (url, pid):
-        cursor = multiprocessing.Value("i", 0)
-        with ProcessPoolExecutor(clients, initializer=_share_cursor, initargs=(cursor,)) as pool:
+    with benchlib.quanta_up(dataset, workers=workers, quantum_ms=75, max_results=2000) as (url, pid):
+        counter = multiprocessing.Value("i", 0)
+        with ProcessPoolExecutor(clients, initializer=benchlib.share_batch, initargs=(counter,)) as pool:
             before, roles_before, started = cpu_ticks(), role_cpu_s(pid), time.perf_counter()
-            results = list(pool.map(_batch_client, [(url, batch)] * clients))
+            results = list(pool.map(_batch_client, [url] * clients, [batch] * clients))
             seconds = time.perf_counter() - started
             after, roles_after = cpu_ticks(), role_cpu_s(pid)
     done, pages = sum(r[0] for r in results), sum(r[1] for r in results)
@@ -305,7 +245,7 @@ def _spin(seconds: float) -> int:
 def convoy(dataset: Path, quantum_ms: float, long_queries: list[str], short_queries: list[str]) -> dict[str, object]:
     """Long and short queries from concurrent clients on 1 worker: with a
     quantum, the short ones stop waiting behind the long ones."""
-    with service(dataset, workers=1, quantum_ms=quantum_ms, max_results=10**9) as (url, _):
+    with benchlib.quanta_up(dataset, workers=1, quantum_ms=quantum_ms, max_results=10**9) as (url, _):
         shares = [(url, [q]) for q in long_queries] + [(url, short_queries)]
         with ProcessPoolExecutor(len(shares)) as pool:
             futures = [pool.submit(_client_run, s) for s in shares]
@@ -313,9 +253,9 @@ def convoy(dataset: Path, quantum_ms: float, long_queries: list[str], short_quer
     longs, shorts = results[:-1], results[-1]
     return {
         "quantum_ms": quantum_ms,
-        "short_first_results_s": percentiles(shorts[2]),
-        "short_completion_s": percentiles(shorts[3]),
-        "long_completion_s": percentiles([d for r in longs for d in r[3]]),
+        "short_first_results_s": benchlib.percentiles(shorts[2]),
+        "short_completion_s": benchlib.percentiles(shorts[3]),
+        "long_completion_s": benchlib.percentiles([d for r in longs for d in r[3]]),
     }
 
 
@@ -372,7 +312,7 @@ def main() -> int:
     return 0
 
 
-def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
+def render(r: dict[str, Any], argv: str) -> str:
     rt, tp = r["round_trip"], r["throughput"]
     lines = [
         f"Measured by `{f'python bench/service.py {argv}'.strip()}` on {r['dataset']}, "
@@ -426,9 +366,11 @@ def render(r: dict, argv: str) -> str:  # type: ignore[type-arg]
     return "\n".join(lines)
 
 
-def worker_share(runs: list[dict]) -> float:  # type: ignore[type-arg]
+def worker_share(runs: list[dict[str, Any]]) -> float:
     """The workers' share of the CPU a page costs in the 2-worker runs (median), in percent."""
-    shares = [r["cpu_ms_per_page"]["worker"] / sum(r["cpu_ms_per_page"].values()) for r in runs if r["workers"] == 2]
+    shares: list[float] = [
+        r["cpu_ms_per_page"]["worker"] / sum(r["cpu_ms_per_page"].values()) for r in runs if r["workers"] == 2
+    ]
     return round(100 * statistics.median(shares), 1)
 
 

@@ -29,7 +29,8 @@ def query_range(prometheus: str, expr: str, start: float, end: float, step: floa
     with urllib.request.urlopen(f"{prometheus}/api/v1/query_range?{params}", timeout=30) as response:
         answer = json.load(response)
     assert answer["status"] == "success", answer
-    return answer["data"]["result"]  # type: ignore[no-any-return]
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
 
 
 def legend(template: str, labels: dict[str, str]) -> str:

@@ -96,7 +96,8 @@ class Cluster:
         return self.run("helm", *args, **kw)
 
     def get(self, *args: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", *args, "-o", "json"))  # type: ignore[no-any-return]
+        got: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json"))
+        return got
 
     def install_crds(self) -> None:
         self.kubectl("apply", "--server-side", "-f", str(TOOLS / "schemas-crds" / "crds"))
@@ -225,7 +226,8 @@ class Release:
         url = self.url.replace("/watdiv-100k/", f"/{dataset}/")
         request = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
-            return json.load(response)  # type: ignore[no-any-return]
+            page: dict[str, Any] = json.load(response)
+        return page
 
     def query(
         self, query: str, between_pages: Any = None, dataset: str = "watdiv-100k"
@@ -245,7 +247,8 @@ class Release:
 
     def pods(self, component: str) -> list[dict[str, Any]]:
         selector = f"app.kubernetes.io/component={component}"
-        return self.cluster.get("pods", "-n", NS, "-l", selector)["items"]  # type: ignore[no-any-return]
+        pods: list[dict[str, Any]] = self.cluster.get("pods", "-n", NS, "-l", selector)["items"]
+        return pods
 
 
 @pytest.fixture(scope="module")

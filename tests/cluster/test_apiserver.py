@@ -20,7 +20,7 @@ MONITORED = [
 ]
 
 
-def test_install_with_defaults_waits_for_every_pod(apiserver) -> None:  # type: ignore[no-untyped-def]
+def test_install_with_defaults_waits_for_every_pod(apiserver) -> None:
     apiserver.helm("install", "plain", CHART, "-n", "plain", "--create-namespace", "--wait", "--timeout", "2m")
     deployments = apiserver.get("deployments", "-n", "plain")["items"]
     assert {d["metadata"]["name"]: d["status"].get("readyReplicas") for d in deployments} == {
@@ -34,7 +34,7 @@ def test_install_with_defaults_waits_for_every_pod(apiserver) -> None:  # type: 
     assert not apiserver.get("scaledobjects", "-n", "plain")["items"]  # KEDA off by default
 
 
-def test_install_with_keda_and_monitoring(apiserver) -> None:  # type: ignore[no-untyped-def]
+def test_install_with_keda_and_monitoring(apiserver) -> None:
     apiserver.helm("install", "scaled", CHART, "-n", "scaled", "--create-namespace", "--wait", "--timeout", "2m",
                    "--set", "worker.autoscaling.keda.enabled=true", *MONITORED)  # fmt: skip
     scaled = apiserver.get("scaledobject", "scaled-quanta-worker", "-n", "scaled")
@@ -57,7 +57,7 @@ def test_install_with_keda_and_monitoring(apiserver) -> None:  # type: ignore[no
     ],
     ids=["defaults", "hpa-ingress", "external-redis-keda-monitoring"],
 )  # fmt: skip
-def test_the_api_server_accepts_every_rendered_object(apiserver, values: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_server_accepts_every_rendered_object(apiserver, values: list[str]) -> None:
     apiserver.kubectl("create", "namespace", "dry", check=False)
     # the (helm test) Pod is admitted only once its service account exists: create that one for real
     account = apiserver.helm("template", "dry", CHART, "-n", "dry", "--show-only", "templates/serviceaccount.yaml")
@@ -67,7 +67,7 @@ def test_the_api_server_accepts_every_rendered_object(apiserver, values: list[st
     assert "(server dry run)" in out
 
 
-def test_the_api_server_refuses_an_unknown_field(apiserver) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_server_refuses_an_unknown_field(apiserver) -> None:
     manifests = apiserver.helm(
         "template", "dry", CHART, "-n", "dry", "--show-only", "templates/gateway/gateway-deployment.yaml"
     )
@@ -76,7 +76,7 @@ def test_the_api_server_refuses_an_unknown_field(apiserver) -> None:  # type: ig
     assert "strict decoding error" in out and "terminationGracePeriodSecond" in out
 
 
-def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:  # type: ignore[no-untyped-def]
+def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:
     args = ["-n", "upgrade", "--wait", "--timeout", "2m"]
     apiserver.helm("install", "up", CHART, "--create-namespace", *args)
     key = apiserver.get("secret", "up-quanta-signing-keys", "-n", "upgrade")["data"]["QUANTA_SECRET_KEYS"]
@@ -91,7 +91,7 @@ def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:
     assert [h["status"] for h in history] == ["superseded", "superseded", "deployed"]
 
 
-def test_uninstall_leaves_nothing_behind(apiserver) -> None:  # type: ignore[no-untyped-def]
+def test_uninstall_leaves_nothing_behind(apiserver) -> None:
     apiserver.helm("install", "gone", CHART, "-n", "gone", "--create-namespace", "--wait", "--timeout", "2m",
                    "--set", "worker.autoscaling.keda.enabled=true",
                    "--set", "redis.embedded.persistence.retainOnUninstall=false", *MONITORED)  # fmt: skip
@@ -103,7 +103,7 @@ def test_uninstall_leaves_nothing_behind(apiserver) -> None:  # type: ignore[no-
     assert owned(apiserver, "gone") == []
 
 
-def owned(apiserver, namespace: str) -> list[str]:  # type: ignore[no-untyped-def]
+def owned(apiserver, namespace: str) -> list[str]:
     """Every object in the namespace that the release made (by its instance label), of every listable kind."""
     kinds = apiserver.kubectl("api-resources", "--verbs=list", "--namespaced", "-o", "name").split()
     kinds = [k for k in kinds if k not in ("events", "events.events.k8s.io")]

@@ -35,7 +35,7 @@ def expected(query: str) -> list[tuple[str, ...]]:
     return sorted(tuple(r) for r in rows)
 
 
-def test_gateway_worker_and_redis_run_as_real_pods(release) -> None:  # type: ignore[no-untyped-def]
+def test_gateway_worker_and_redis_run_as_real_pods(release) -> None:
     for component in ("gateway", "worker", "redis"):
         (pod,) = release.pods(component)
         ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
@@ -53,7 +53,7 @@ def container_log(pod: dict[str, Any]) -> list[str]:
     return [line.split(" ", 3)[3] for line in files[0].read_text().splitlines()]
 
 
-def test_helm_test_runs_a_real_sparql_select(release) -> None:  # type: ignore[no-untyped-def]
+def test_helm_test_runs_a_real_sparql_select(release) -> None:
     # the pod sends tests.query to /sparql/DATASET and exits 1 unless it gives tests.expectedRows rows
     out = release.cluster.helm("test", "q", "-n", NS, "--timeout", "2m")
     assert "Phase:          Succeeded" in out
@@ -63,7 +63,7 @@ def test_helm_test_runs_a_real_sparql_select(release) -> None:  # type: ignore[n
     assert printed["first"][0]["s"]["value"].startswith("http://db.uwaterloo.ca/~galuc/wsdbm/User")
 
 
-def test_a_select_through_the_gateway_gives_the_engine_answer(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_select_through_the_gateway_gives_the_engine_answer(release) -> None:
     answer = expected(LIKES)
     rows = release.sparql(LIKES)  # the SPARQL endpoint
     assert len(rows) > 1000 and sorted(rows) == answer
@@ -71,14 +71,14 @@ def test_a_select_through_the_gateway_gives_the_engine_answer(release) -> None: 
     assert sorted(paged) == answer
 
 
-def test_logs_are_json_lines(release) -> None:  # type: ignore[no-untyped-def]
+def test_logs_are_json_lines(release) -> None:
     for component in ("gateway", "worker"):
         (pod,) = release.pods(component)
         records = [json.loads(line) for line in container_log(pod)]
         assert records and all({"ts", "level", "logger", "msg"} <= r.keys() for r in records), component
 
 
-def test_a_worker_pod_killed_mid_query_loses_nothing(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_pod_killed_mid_query_loses_nothing(release) -> None:
     """A SELECT streamed from /sparql (TSV, a row a line); the only worker is force-deleted after the
     first row: the Deployment's new worker takes the query over and the answer is whole."""
     (victim,) = release.pods("worker")
@@ -105,7 +105,7 @@ def test_a_worker_pod_killed_mid_query_loses_nothing(release) -> None:  # type: 
 PEOPLE = "".join(f'<http://example.org/p{i}> <http://xmlns.com/foaf/0.1/name> "person {i}" .\n' for i in range(5000))
 
 
-def test_a_loader_job_fills_the_data_volume_and_the_workers_serve_it(release) -> None:  # type: ignore[no-untyped-def]
+def test_a_loader_job_fills_the_data_volume_and_the_workers_serve_it(release) -> None:
     """Runs last: it moves the release to a data volume (hostPath here) that a loader Job fills."""
     data = release.cluster.folder / "data"
     (data / "dumps").mkdir(parents=True)

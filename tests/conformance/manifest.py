@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -174,35 +173,40 @@ def to_ntriples(path: Path, blank_prefix: str = "") -> bytes:
 # -- expected results --
 
 
+RESULT_MEDIA = {
+    ".srx": "application/sparql-results+xml",
+    ".srj": "application/sparql-results+json",
+    ".tsv": "text/tab-separated-values",
+    ".csv": "text/csv",
+}
+
+
 def read_results(path: Path) -> Results:
     """An expected result file: SPARQL XML/JSON/TSV/CSV results, or a result set
     written in the DAWG result-set vocabulary (Turtle or RDF/XML)."""
-    suffix = path.suffix
-    if suffix in (".srx", ".srj", ".tsv"):
-        fmt = {
-            ".srx": pyoxigraph.QueryResultsFormat.XML,
-            ".srj": pyoxigraph.QueryResultsFormat.JSON,
-            ".tsv": pyoxigraph.QueryResultsFormat.TSV,
-        }[suffix]
-        parsed = pyoxigraph.parse_query_results(path=str(path), format=fmt)
-        if isinstance(parsed, pyoxigraph.QueryBoolean):
-            return Results(boolean=bool(parsed))
-        variables = [v.value for v in parsed.variables]
-        solutions = [
-            {v: from_oxigraph(s[v]) for v in variables if s[v] is not None}
-            for s in parsed  # type: ignore[union-attr]
-        ]
-        return Results(variables, solutions)
-    if suffix == ".csv":
-        return _read_csv(path)
-    if suffix in (".ttl", ".rdf"):
+    if path.suffix in RESULT_MEDIA:
+        return parse_results(path.read_bytes(), RESULT_MEDIA[path.suffix])
+    if path.suffix in (".ttl", ".rdf"):
         return _read_result_graph(path)
     raise ValueError(f"unknown result format: {path}")
 
 
-def _read_csv(path: Path) -> Results:
+def parse_results(data: bytes, media_type: str) -> Results:
+    """A SPARQL results document in one of RESULT_MEDIA's types."""
+    if media_type == "text/csv":
+        return _read_csv(data.decode("utf-8"))
+    parsed = pyoxigraph.parse_query_results(data, format=pyoxigraph.QueryResultsFormat.from_media_type(media_type))
+    if isinstance(parsed, pyoxigraph.QueryBoolean):
+        return Results(boolean=bool(parsed))
+    assert isinstance(parsed, pyoxigraph.QuerySolutions)
+    variables = [v.value for v in parsed.variables]
+    solutions = [{v: from_oxigraph(s[v]) for v in variables if s[v] is not None} for s in parsed]
+    return Results(variables, solutions)
+
+
+def _read_csv(text: str) -> Results:
     """CSV results are lossy: each cell is kept as text (see csv_cell)."""
-    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"), newline="")))
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     variables, body = rows[0], rows[1:]
     solutions = [{v: _csv_term(cell) for v, cell in zip(variables, row, strict=True) if cell} for row in body]
     return Results(variables, solutions, lossy_csv=True)
@@ -219,7 +223,7 @@ def _read_result_graph(path: Path) -> Results:
     if result_set is None:
         raise ValueError(f"{path} is not a DAWG result set")
     boolean = graph.value(result_set, RS.boolean)
-    if boolean is not None:
+    if isinstance(boolean, Literal):
         return Results(boolean=bool(boolean.toPython()))
     variables = [str(v) for v in graph.objects(result_set, RS.resultVariable)]
     solutions = []
@@ -252,37 +256,21 @@ def from_rdflib(node: Any) -> Term:
 
 
 def from_dictionary(term: str) -> Term:
-    """A term in the engine's dictionary syntax: IRIs bare, `_:label`, literals
-    as in N-Triples (quoted, escaped; '"a\\"b"@en' is a"b in English), which is
-    what the Rust `hdt` crate writes and the engine returns."""
+    """A term in quanta's dictionary syntax (what the engine and the clients return): IRIs
+    bare, `_:label`, literals as their raw lexical form in quotes with `@lang` or
+    `^^<datatype>` ('"a"b"@en' is a"b in English)."""
     if term.startswith("_:"):
         return ("bnode", term[2:])
     if not term.startswith('"'):
         return ("iri", term)
     end = term.rfind('"')
-    lexical, rest = _unescape(term[1:end]), term[end + 1 :]
+    lexical, rest = term[1:end], term[end + 1 :]
     if rest.startswith("@"):
         return _literal(lexical, rest[1:], None)
     if rest.startswith("^^<") and rest.endswith(">"):
         return _literal(lexical, None, rest[3:-1])
     assert not rest, term
     return _literal(lexical, None, None)
-
-
-_ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
-_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
-
-
-def _unescape(text: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match.group(1) or match.group(2)
-        if code:
-            return chr(int(code, 16))
-        if match.group(3) not in _ECHAR:
-            raise ValueError(f"bad escape in a dictionary literal: {text!r}")
-        return _ECHAR[match.group(3)]
-
-    return _ESCAPE.sub(one, text) if "\\" in text else text
 
 
 def _literal(lexical: str, language: str | None, datatype: str | None) -> Term:

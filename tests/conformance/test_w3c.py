@@ -13,7 +13,6 @@ runs it: the server must never answer it silently). See README.md for the skip a
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,46 +20,20 @@ from pathlib import Path
 import pytest
 
 from quanta.engine.execute import execute
-from quanta.engine.storage import TripleStore, available_backends, open_store
+from quanta.engine.storage import TripleStore, open_store
+from quanta.engine.testing import backends_under_test
 from quanta.sparql.errors import UnsupportedQuery
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make the helpers importable
 
-from manifest import (
-    Case,
-    Results,
-    Solution,
-    by_value,
-    client_side,
-    csv_cell,
-    describe,
-    from_dictionary,
-    load_cases,
-    read_results,
-    same_solutions,
-    to_ntriples,
-)
+from harness import CASES, EXPECTED_CASES, ROOT, Files, check_select, query_text
+from manifest import Case, Results, client_side, read_results
 from skips import ENGINE_BUGS, SKIPS, VALUE_COMPARED
 
-from quanta.engine.testing import shared_dir, write_hdt
-
-ROOT = Path(os.environ.get("QUANTA_W3C_TESTS", shared_dir() / "conformance" / "w3c-rdf-tests")) / "sparql"
-MANIFESTS = [
-    "sparql10/manifest-evaluation.ttl",
-    "sparql10/extended-manifest-evaluation.ttl",
-    "sparql11/manifest-sparql11-query.ttl",
-    "sparql11/manifest-sparql11-results.ttl",
-    "sparql11/manifest-sparql11-fed.ttl",
-]
 QUANTUM_SECONDS = 0.0002
 PAGE_RESULTS = 2
 MAX_QUANTA = 100_000  # a plan that never finishes is a failure, not a hang
 ASK = 1
-
-
-def query_text(case: Case) -> str:
-    """The query, with its own location as base IRI (as the manifests assume)."""
-    return f"BASE <{case.query.as_uri()}>\n{case.query.read_text(encoding='utf-8')}"
 
 
 def _classify(cases: list[Case]) -> tuple[list[object], list[object]]:
@@ -80,36 +53,14 @@ def _classify(cases: list[Case]) -> tuple[list[object], list[object]]:
     return evaluation, refused
 
 
-CASES: list[Case] = load_cases(ROOT, MANIFESTS) if ROOT.exists() else []
 EVALUATION, REFUSED = _classify(CASES)
 
 
-class Datasets:
-    """HDT files (and their stores) built once per set of data files, in a session tmp dir."""
-
-    def __init__(self, directory: Path, backend: str) -> None:
-        self.directory = directory
-        self.backend = backend
-        self.stores: dict[tuple[Path, ...], TripleStore] = {}
-
-    def store(self, files: tuple[Path, ...]) -> TripleStore:
-        store = self.stores.get(files)
-        if store is None:
-            name = f"d{len(self.stores)}"
-            # no data file: an empty default graph (the writer makes an empty HDT)
-            data = b"".join(to_ntriples(f, blank_prefix=f"f{i}x") for i, f in enumerate(files))
-            path = write_hdt(data, self.directory, name)
-            store = self.stores[files] = open_store(str(path), name, backend=self.backend)
-        return store
-
-
-TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
-
-
-@pytest.fixture(scope="session", params=TEST_BACKENDS)
-def datasets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Datasets:
+@pytest.fixture(scope="session", params=backends_under_test())
+def datasets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Files:
     """The test datasets, on each storage backend."""
-    return Datasets(tmp_path_factory.mktemp(f"w3c-hdt-{request.param}"), request.param)
+    backend: str = request.param
+    return Files(tmp_path_factory.mktemp(f"w3c-hdt-{backend}"), lambda path, name: open_store(path, name, backend))
 
 
 @dataclass
@@ -136,7 +87,7 @@ def run(store: TripleStore, query: str) -> Answer:
 
 
 @pytest.mark.parametrize(("case", "operators"), EVALUATION)
-def test_evaluation(case: Case, operators: list[str], datasets: Datasets) -> None:
+def test_evaluation(case: Case, operators: list[str], datasets: Files) -> None:
     """A query of the server fragment gives the expected results (named graphs,
     if the test has any, cannot matter: the query reads only the default graph)."""
     assert case.result is not None
@@ -145,7 +96,7 @@ def test_evaluation(case: Case, operators: list[str], datasets: Datasets) -> Non
 
 
 @pytest.mark.parametrize(("case", "operators"), REFUSED)
-def test_refused(case: Case, operators: list[str], datasets: Datasets) -> None:
+def test_refused(case: Case, operators: list[str], datasets: Files) -> None:
     """A query outside the fragment (`operators` says why) is refused, never answered."""
     with pytest.raises(UnsupportedQuery) as refused:
         run(datasets.store(case.data), query_text(case))
@@ -158,29 +109,15 @@ def check(expected: Results, answer: Answer, value_compared: bool = False) -> No
         assert bool(answer.rows) == expected.boolean
         return
     assert answer.form != ASK, "expected SELECT results"
-    assert expected.variables is not None and expected.solutions is not None
-    assert sorted(answer.head) == sorted(expected.variables), "projected variables differ"
-    got: list[Solution] = [
-        {v: from_dictionary(t) for v, t in zip(answer.head, row, strict=True) if t is not None} for row in answer.rows
-    ]
-    wanted = expected.solutions
-    if expected.lossy_csv:
-        got = [{v: csv_cell(t) for v, t in s.items()} for s in got]
-    if value_compared:
-        wanted = [{v: by_value(t) for v, t in s.items()} for s in wanted]
-        got = [{v: by_value(t) for v, t in s.items()} for s in got]
-    assert same_solutions(wanted, got), (
-        f"solutions differ ({answer.quanta} quanta)\nexpected {len(wanted)}:\n"
-        f"{describe(wanted)}\ngot {len(got)}:\n{describe(got)}"
-    )
+    check_select(expected, answer.head, answer.rows, value_compared, note=f" ({answer.quanta} quanta)")
 
 
 def test_suites_found() -> None:
     """Without this, a missing suite would collect no test at all and pass."""
-    assert len(CASES) >= 520, f"expected the W3C query-evaluation tests under {ROOT}, found {len(CASES)}"
+    assert len(CASES) >= EXPECTED_CASES, f"expected the W3C query-evaluation tests under {ROOT}, found {len(CASES)}"
 
 
-def test_boolean_results_do_not_depend_on_earlier_queries(datasets: Datasets) -> None:
+def test_boolean_results_do_not_depend_on_earlier_queries(datasets: Files) -> None:
     """projexp01 after a boolean BIND over another dataset: the same answer as in a
     fresh process (a regression test: computed booleans once kept a term id
     from another plan's term table)."""

@@ -111,11 +111,11 @@ def module_service(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture
-def make_service(tmp_path: Path):  # type: ignore[no-untyped-def]
+def make_service(tmp_path: Path):
     """Start a service of its own (stopped after the test)."""
     started: list[Service] = []
 
-    def make(**options) -> Service:  # type: ignore[no-untyped-def]
+    def make(**options) -> Service:
         folder = tmp_path / f"svc{len(started)}"
         folder.mkdir()
         svc = start_service(folder, **options)

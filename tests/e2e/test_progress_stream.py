@@ -44,7 +44,7 @@ def tasks_queued(redis_url: str) -> int:
     return int(info["entries-added"])
 
 
-def test_one_event_per_quantum_and_the_rows_between(module_service) -> None:  # type: ignore[no-untyped-def]
+def test_one_event_per_quantum_and_the_rows_between(module_service) -> None:
     before = tasks_queued(module_service.redis.url)
     got = run(module_service.url, LIKES)
     assert got[0] == ("head", {"form": "select", "vars": ["s", "o"]})
@@ -59,7 +59,7 @@ def test_one_event_per_quantum_and_the_rows_between(module_service) -> None:  # 
     assert got[-1][0] == "end" and got[-1][1]["quanta"] == len(quanta)
 
 
-def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:  # type: ignore[no-untyped-def]
+def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:
     """The first quantum's event arrives while the query still runs, long before its first row."""
     before = tasks_queued(module_service.redis.url)
     with httpx.stream(
@@ -77,7 +77,7 @@ def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:  # 
     assert names.index("results") > names.index("quantum") and names[-1] == "end"
 
 
-def test_graphs_and_booleans(module_service) -> None:  # type: ignore[no-untyped-def]
+def test_graphs_and_booleans(module_service) -> None:
     graph = run(module_service.url, f"CONSTRUCT {{ ?s <{WSDBM}likes> ?o }} WHERE {{ ?s <{WSDBM}likes> ?o }} LIMIT 5")
     assert graph[0] == ("head", {"form": "construct", "vars": ["subject", "predicate", "object"]})
     triples = [row for name, data in graph if name == "results" for row in data]
@@ -86,7 +86,7 @@ def test_graphs_and_booleans(module_service) -> None:  # type: ignore[no-untyped
     assert ("boolean", True) in ask and ask[-1][0] == "end"
 
 
-def test_a_syntax_error_is_a_problem_before_any_event(module_service) -> None:  # type: ignore[no-untyped-def]
+def test_a_syntax_error_is_a_problem_before_any_event(module_service) -> None:
     response = httpx.post(
         f"{module_service.url}/sparql/watdiv", data={"query": "SELECT ?s\nWHERE { ?s ?p }"}, headers=EVENTS
     )
@@ -95,7 +95,7 @@ def test_a_syntax_error_is_a_problem_before_any_event(module_service) -> None:  
     assert problem["type"].endswith("/syntax-error") and problem["line"] == 2 and problem["column"] > 1
 
 
-def test_a_failure_once_streaming_is_an_error_event(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_a_failure_once_streaming_is_an_error_event(make_service) -> None:
     """A sort past its budgets fails after quanta were sent: the stream says so and ends properly."""
     service = make_service(quantum_ms=2, max_results=40, QUANTA_SPARQL_MEMORY_ROWS="50", QUANTA_SPARQL_DISK_BYTES="0")
     got = run(service.url, f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }} ORDER BY ?o")

@@ -75,7 +75,7 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def watched(browser: Browser, module_service) -> Iterator[Watched]:  # type: ignore[no-untyped-def]
+def watched(browser: Browser, module_service) -> Iterator[Watched]:
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     page = context.new_page()
     watched = Watched(page, module_service.url)
@@ -140,7 +140,7 @@ def test_the_idle_page_offers_the_datasets_and_their_examples(watched: Watched, 
     watched.check_clean()
 
 
-def test_a_query_shows_all_its_results(watched: Watched, module_service, shots: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_query_shows_all_its_results(watched: Watched, module_service, shots: Path) -> None:
     open_page(watched)
     page = watched.page
     page.select_option("#example", label="ST-p06-08 (stress, 6 patterns), 4,912 results")
@@ -157,7 +157,7 @@ def test_a_query_shows_all_its_results(watched: Watched, module_service, shots: 
     watched.check_clean()
 
 
-def test_progress_moves_and_cancel_stops_the_query(watched: Watched, module_service, shots: Path) -> None:  # type: ignore[no-untyped-def]
+def test_progress_moves_and_cancel_stops_the_query(watched: Watched, module_service, shots: Path) -> None:
     open_page(watched)
     page = watched.page
     page.evaluate(

@@ -5,7 +5,6 @@ loses no query sent with plans by value."""
 
 from __future__ import annotations
 
-import gzip
 import signal
 import threading
 import time
@@ -16,7 +15,7 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import QuantaClient
-from quanta.engine.testing import Solution, as_multiset, oxigraph_rows, shared_dir
+from quanta.engine.testing import Solution, as_multiset, oxigraph_rows, oxigraph_solutions, oxigraph_store, shared_dir
 from quanta.sparql.reader import row_from_json
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
@@ -31,9 +30,7 @@ def solutions(bindings: list[dict[str, dict[str, str]]]) -> Counter[Solution]:
 
 @pytest.fixture(scope="module")
 def reference() -> ox.Store:
-    store = ox.Store()
-    with gzip.open(WATDIV / "watdiv-100k.nt.gz", "rb") as f:
-        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    store = oxigraph_store(WATDIV / "watdiv-100k.nt.gz")
     return store
 
 
@@ -46,7 +43,7 @@ def test_watdiv_basic_queries_end_to_end(service, reference: ox.Store, plan: str
             query = path.read_text()
             pages = list(client.pages("watdiv", query, plan=plan))
             suspended += len(pages) > 1
-            expected = oxigraph_rows(reference, query)
+            expected = oxigraph_solutions(reference, query)
             longer_than_a_page += expected.total() > service.max_results
             got = solutions([b for p in pages for b in p.bindings])
             assert got == expected, path.name
@@ -54,7 +51,9 @@ def test_watdiv_basic_queries_end_to_end(service, reference: ox.Store, plan: str
         assert longer_than_a_page >= 5 and suspended >= longer_than_a_page
 
 
-def run_queries(url: str, queries: list[Path], results: dict[str, Counter], errors: list[BaseException]) -> None:  # type: ignore[type-arg]
+def run_queries(
+    url: str, queries: list[Path], results: dict[str, Counter[Solution]], errors: list[BaseException]
+) -> None:
     try:
         with QuantaClient(url) as client:
             for path in queries:
@@ -66,9 +65,9 @@ def run_queries(url: str, queries: list[Path], results: dict[str, Counter], erro
 HEAVY = [p for p in QUERIES if p.stem.split("_")[0] in ("C3", "C1", "F5", "L5", "S1")]
 
 
-def test_sigkill_a_worker_mid_quantum(make_service, reference: ox.Store) -> None:  # type: ignore[no-untyped-def]
+def test_sigkill_a_worker_mid_quantum(make_service, reference: ox.Store) -> None:
     service = make_service(workers=3, quantum_ms=20, QUANTA_REPLY_TIMEOUT_S="30")
-    results: dict[str, Counter] = {}  # type: ignore[type-arg]
+    results: dict[str, Counter[Solution]] = {}
     errors: list[BaseException] = []
     threads = [threading.Thread(target=run_queries, args=(service.url, HEAVY[i::3], results, errors)) for i in range(3)]
     for t in threads:
@@ -85,7 +84,7 @@ def test_sigkill_a_worker_mid_quantum(make_service, reference: ox.Store) -> None
         assert results[path.name] == oxigraph_rows(reference, path.read_text()), path.name
 
 
-def test_redis_restart_loses_no_query_by_value(make_service, reference: ox.Store) -> None:  # type: ignore[no-untyped-def]
+def test_redis_restart_loses_no_query_by_value(make_service, reference: ox.Store) -> None:
     service = make_service(workers=2, quantum_ms=5, max_results=100)
     query = next(p for p in QUERIES if p.stem == "C3_1").read_text()
     with QuantaClient(service.url, max_retries=100) as client:

@@ -7,17 +7,23 @@ the same dataset of quads; `quanta client` runs an OPTIONAL query."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import subprocess
-from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pyoxigraph as ox
 import pytest
 
 from quanta.client import Budgets, DatasetSpec, HttpTransport, SmartClient
 from quanta.client.workloads import PATHS, variants
-from quanta.engine.testing import as_multiset, oxigraph_rows, shared_dir, write_hdt
+from quanta.engine.testing import (
+    as_multiset,
+    oxigraph_count,
+    oxigraph_rows,
+    oxigraph_store,
+    shared_dir,
+    write_hdt,
+)
 
 from .conftest import COMMAND, Service, start_service
 
@@ -42,16 +48,17 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 @pytest.fixture(scope="module")
 def reference() -> ox.Store:
-    store = ox.Store()
-    with gzip.open(WATDIV / "watdiv-100k.nt.gz", "rb") as f:
-        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    store = oxigraph_store(WATDIV / "watdiv-100k.nt.gz")
     for iri, text in GRAPH_DATA.items():
         store.load(text.encode(), ox.RdfFormat.N_TRIPLES, to_graph=ox.NamedNode(iri))
     return store
 
 
-def answer(url: str, query: str, dataset: DatasetSpec | str = "watdiv") -> tuple[str, list[str], list[tuple]]:  # type: ignore[type-arg]
-    async def run() -> tuple[str, list[str], list[tuple]]:  # type: ignore[type-arg]
+Row = tuple[Any, ...]  # terms (str | None) of a solution or a triple, or ASK's boolean
+
+
+def answer(url: str, query: str, dataset: DatasetSpec | str = "watdiv") -> tuple[str, list[str], list[Row]]:
+    async def run() -> tuple[str, list[str], list[Row]]:
         transport = HttpTransport(url)
         try:
             execution = await SmartClient(transport, budgets=Budgets(block_size=50)).prepare(query, dataset)
@@ -66,21 +73,9 @@ def answer(url: str, query: str, dataset: DatasetSpec | str = "watdiv") -> tuple
     return asyncio.run(run())
 
 
-def expected_rows(reference: ox.Store, query: str, **options: object) -> Counter | bool:  # type: ignore[type-arg]
-    result = reference.query(query, **options)  # type: ignore[arg-type]
-    if isinstance(result, ox.QueryBoolean):
-        return bool(result)
-    names = [v.value for v in result.variables]
-    return Counter(
-        tuple(sorted((n, "_:" if isinstance(s[n], ox.BlankNode) else str(s[n])) for n in names if s[n] is not None))
-        for s in result
-    )
-
-
 def test_watdiv_variants_through_the_service(service: Service, reference: ox.Store) -> None:
     def count(pattern: str) -> int:
-        (row,) = reference.query(f"SELECT (COUNT(*) AS ?c) WHERE {{ {pattern} }}")
-        return int(row["c"].value)
+        return oxigraph_count(reference, pattern)
 
     checked = 0
     for name in SAMPLE_QUERIES:
@@ -99,34 +94,22 @@ def test_watdiv_variants_through_the_service(service: Service, reference: ox.Sto
 
 
 @pytest.mark.parametrize(
-    ("query", "dataset", "options"),
+    ("query", "dataset", "default_graph"),
     [
-        ("SELECT ?g ?s ?o WHERE { GRAPH ?g { ?s <http://x/p> ?o } }", "watdiv", {}),
-        (f"SELECT ?s ?v WHERE {{ GRAPH <{G2}> {{ ?s <http://x/p>/<http://x/p>/<http://x/q> ?v }} }}", "watdiv", {}),
-        ("SELECT ?g ?v WHERE { GRAPH ?g { ?n <http://x/q> ?v } ?x <http://x/p> ?n }", "watdiv", {}),
-        ("SELECT ?s ?o WHERE { ?s <http://x/p> ?o }", DatasetSpec("watdiv", (G1, G2)), {"default_graph": [G1, G2]}),
-        (f"SELECT ?g ?o FROM NAMED <{G1}> WHERE {{ GRAPH ?g {{ <http://x/a> ?p ?o }} }}", "watdiv", {}),
-        (f"SELECT ?s ?o FROM <{G1}> WHERE {{ ?s <http://x/p>+ ?o }}", "watdiv", {}),
+        ("SELECT ?g ?s ?o WHERE { GRAPH ?g { ?s <http://x/p> ?o } }", "watdiv", []),
+        (f"SELECT ?s ?v WHERE {{ GRAPH <{G2}> {{ ?s <http://x/p>/<http://x/p>/<http://x/q> ?v }} }}", "watdiv", []),
+        ("SELECT ?g ?v WHERE { GRAPH ?g { ?n <http://x/q> ?v } ?x <http://x/p> ?n }", "watdiv", []),
+        ("SELECT ?s ?o WHERE { ?s <http://x/p> ?o }", DatasetSpec("watdiv", (G1, G2)), [G1, G2]),
+        (f"SELECT ?g ?o FROM NAMED <{G1}> WHERE {{ GRAPH ?g {{ <http://x/a> ?p ?o }} }}", "watdiv", []),
+        (f"SELECT ?s ?o FROM <{G1}> WHERE {{ ?s <http://x/p>+ ?o }}", "watdiv", []),
     ],
     ids=["graph-variable", "graph-iri-path", "graph-joined-with-default", "merged-default", "from-named", "from"],
 )
 def test_named_graphs_through_the_service(
-    service: Service, reference: ox.Store, query: str, dataset: DatasetSpec | str, options: dict[str, object]
+    service: Service, reference: ox.Store, query: str, dataset: DatasetSpec | str, default_graph: list[str]
 ) -> None:
     _, head, rows = answer(service.url, query, dataset)
-    got = Counter(
-        tuple(sorted((v, "_:" if t.startswith("_:") else nt(t)) for v, t in zip(head, row, strict=True) if t))
-        for row in rows
-    )
-    defaults = options.get("default_graph")
-    kwargs = {"default_graph": [ox.NamedNode(g) for g in defaults]} if isinstance(defaults, list) else {}
-    assert got == expected_rows(reference, query, **kwargs)
-
-
-def nt(term: str) -> str:
-    from quanta.sparql.terms import nt_term
-
-    return nt_term(term)
+    assert as_multiset(head, rows) == oxigraph_rows(reference, query, default_graph)
 
 
 def test_the_command_line_runs_an_optional_query(service: Service, reference: ox.Store) -> None:
@@ -140,7 +123,9 @@ def test_the_command_line_runs_an_optional_query(service: Service, reference: ox
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "?u\t?w"
-    expected = sorted(f"{r['u']}\t{r['w']}" for r in reference.query(query))
+    solutions = reference.query(query)
+    assert isinstance(solutions, ox.QuerySolutions)
+    expected = sorted(f"{r['u']}\t{r['w']}" for r in solutions)
     assert sorted(lines[1:]) == expected
 
 

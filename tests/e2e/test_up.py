@@ -32,7 +32,7 @@ def children(pid: int) -> set[int]:
     return {int(p) for p in out.split()}
 
 
-def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:
     sample = tmp_path / "watdiv-100k.hdt"
     sample.write_bytes(
         (__import__("pathlib").Path(__file__).resolve().parents[2] / "data/watdiv-100k.hdt").read_bytes()
@@ -46,7 +46,8 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:  # type: igno
         env={k: v for k, v in os.environ.items() if k != "QUANTA_SECRET_KEYS"},
     )
     try:
-        banner = up.stdout.readline()  # type: ignore[union-attr]
+        assert up.stdout is not None
+        banner = up.stdout.readline()
         assert f"http://127.0.0.1:{port}" in banner, banner
         started = children(up.pid)
         workers = [p for p in started if b"worker" in cmdline(p)]

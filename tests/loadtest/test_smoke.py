@@ -11,8 +11,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from quanta.common.local import free_port
 
 LOADTEST = Path(__file__).resolve().parents[2] / "loadtest"
 sys.path.insert(0, str(LOADTEST))
@@ -31,7 +34,7 @@ def quanta() -> Iterator[service.Quanta]:
         yield svc
 
 
-def locust(tmp: Path, host: str, user: str, *options: str) -> dict[str, object]:
+def locust(tmp: Path, host: str, user: str, *options: str) -> dict[str, Any]:
     command = [sys.executable, "-m", "locust", "-f", str(LOADTEST / "locustfile.py"), "--host", host,
                "--headless", "--run-time", "90s", "--passes", "1", "--csv", str(tmp / "run"), "--only-summary",
                "--query-log", str(tmp / "queries.jsonl"), "--counts-out", str(tmp / "counts.json"),
@@ -83,7 +86,7 @@ def test_distributed_counts_reach_the_master(quanta: service.Quanta, tmp_path: P
     """A master and two workers: each worker's queries and quanta are counted on the master,
     and the run ends when every client of every worker has finished its pass."""
     base = [sys.executable, "-m", "locust", "-f", str(LOADTEST / "locustfile.py"), "--host", quanta.url]
-    port = service.free_port()
+    port = free_port()
     master = subprocess.Popen([*base, "--master", "--master-bind-port", str(port), "--headless", "--expect-workers",
                                "2", "-u", "4", "-r", "4", "--run-time", "90s", "--passes", "1", "--only-summary",
                                "--counts-out", str(tmp_path / "counts.json"), "--query-log",

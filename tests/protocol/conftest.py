@@ -7,7 +7,6 @@ data0, which the tests name as a default graph but never give, empty)."""
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 
 from quanta.common.local import RedisServer, free_port, wait_ready
 from quanta.engine.storage import open_store
-from quanta.engine.testing import shared_dir, write_hdt
+from quanta.engine.testing import oxigraph_store, shared_dir, write_hdt
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]
@@ -79,7 +78,5 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 @pytest.fixture(scope="session")
 def watdiv() -> ox.Store:
     """The oracle: pyoxigraph over the same triples."""
-    store = ox.Store()
-    with gzip.open(WATDIV, "rb") as f:
-        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    store = oxigraph_store(WATDIV)
     return store

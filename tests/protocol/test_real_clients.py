@@ -16,9 +16,10 @@ import pyoxigraph as ox
 import pytest
 from rdflib import Graph, Literal, URIRef
 from rdflib.plugins.stores.sparqlstore import SPARQLStore
+from rdflib.query import Result, ResultRow
 from SPARQLWrapper import CSV, JSON, POST, XML, SPARQLWrapper
 
-from quanta.engine.testing import oxigraph_rows
+from quanta.engine.testing import oxigraph_answer, oxigraph_rows, oxigraph_solutions
 
 REPO = Path(__file__).resolve().parents[2]
 WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"
@@ -29,12 +30,6 @@ SELECT ?user ?product ?friend WHERE {{
   FILTER(?product != wsdbm:Product0)
 }}"""
 ASK = f"ASK {{ <{WSDBM}User0> <{WSDBM}follows> ?x }}"
-
-
-def expected(store: ox.Store, query: str) -> Counter[tuple[tuple[str, str], ...]]:
-    rows = oxigraph_rows(store, query)
-    assert not isinstance(rows, bool)
-    return rows
 
 
 def from_json(bindings: list[dict[str, dict[str, str]]]) -> Counter[tuple[tuple[str, str], ...]]:
@@ -53,14 +48,14 @@ def test_sparqlwrapper_json_by_get_and_post(running: Any, watdiv: ox.Store) -> N
         if method == POST:
             client.setMethod(POST)
         result: Any = client.query().convert()
-        assert from_json(result["results"]["bindings"]) == expected(watdiv, SELECT), method
+        assert from_json(result["results"]["bindings"]) == oxigraph_solutions(watdiv, SELECT), method
 
 
 def test_sparqlwrapper_xml_csv_and_ask(running: Any, watdiv: ox.Store) -> None:
     client = SPARQLWrapper(running.endpoint())  # XML: its default format
     client.setQuery(SELECT)
     document: Any = client.query().convert()
-    assert len(document.getElementsByTagName("result")) == sum(expected(watdiv, SELECT).values())
+    assert len(document.getElementsByTagName("result")) == sum(oxigraph_solutions(watdiv, SELECT).values())
     client.setReturnFormat(CSV)
     table: Any = client.query().convert()
     assert table.decode().splitlines()[0] == "user,product,friend"
@@ -88,16 +83,22 @@ def test_rdflib_sparqlstore(running: Any, watdiv: ox.Store) -> None:
     graph = Graph(SPARQLStore(query_endpoint=running.endpoint()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # rdflib warns that the store is read-only
-        rows = list(graph.query(SELECT))
-    got = Counter(
-        tuple(sorted((name, f"<{row[name]}>") for name in ("user", "product", "friend")))  # type: ignore[index]
-        for row in rows
-    )
-    assert got == expected(watdiv, SELECT)
-    assert all(isinstance(row[0], URIRef) for row in rows)  # type: ignore[index]
+        rows = solutions(graph.query(SELECT))
+    got = Counter(tuple(sorted((name, f"<{row[name]}>") for name in ("user", "product", "friend"))) for row in rows)
+    assert got == oxigraph_solutions(watdiv, SELECT)
+    assert all(isinstance(row[0], URIRef) for row in rows)
     assert graph.query(ASK).askAnswer is oxigraph_rows(watdiv, ASK)
-    typed = list(graph.query(f"SELECT ?p WHERE {{ <{WSDBM}Product0> <http://purl.org/goodrelations/price> ?p }}"))
-    assert all(isinstance(row[0], Literal) for row in typed)  # type: ignore[index]
+    typed = solutions(graph.query(f"SELECT ?p WHERE {{ <{WSDBM}Product0> <http://purl.org/goodrelations/price> ?p }}"))
+    assert all(isinstance(row[0], Literal) for row in typed)
+
+
+def solutions(result: Result) -> list[ResultRow]:
+    """A SELECT's rows (rdflib's results also iterate over triples or a boolean)."""
+    rows = []
+    for row in result:
+        assert isinstance(row, ResultRow)
+        rows.append(row)
+    return rows
 
 
 # -- Apache Jena (outside Python) --
@@ -120,5 +121,4 @@ def test_jena_rsparql(running: Any, watdiv: ox.Store, jena: str, tmp_path: Path)
             check=True, capture_output=True, timeout=120,
         ).stdout  # fmt: skip
         parsed = ox.parse_query_results(out, format=ox.QueryResultsFormat.from_media_type(media_type))
-        got = Counter(tuple(sorted((v.value, str(s[v])) for v in parsed.variables)) for s in parsed)  # type: ignore[union-attr]
-        assert got == expected(watdiv, SELECT), fmt
+        assert oxigraph_answer(parsed) == oxigraph_solutions(watdiv, SELECT), fmt

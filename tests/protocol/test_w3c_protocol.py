@@ -55,16 +55,22 @@ def load() -> list[ProtocolTest]:
     graph = Graph().parse(MANIFEST, format="turtle", publicID=MANIFEST.as_uri())
     manifest = next(graph.subjects(predicate=MF.entries))
     tests = []
-    for entry in Collection(graph, graph.value(manifest, MF.entries)):
+    for entry in _list(graph, manifest, MF.entries):
         action = graph.value(entry, MF.action)
-        exchanges = tuple(_exchange(graph, r) for r in Collection(graph, graph.value(action, HT.requests)))
+        exchanges = tuple(_exchange(graph, r) for r in _list(graph, action, HT.requests))
         tests.append(ProtocolTest(str(entry).rsplit("#", 1)[-1], exchanges))
     return tests
 
 
+def _list(graph: Graph, subject: Any, predicate: Any) -> list[Any]:
+    """The RDF list `subject` `predicate` names (none: empty)."""
+    head = graph.value(subject, predicate)
+    return list(Collection(graph, head)) if head is not None else []
+
+
 def _exchange(graph: Graph, request: Any) -> Exchange:
     headers = {}
-    for header in Collection(graph, graph.value(request, HT.headers)) if graph.value(request, HT.headers) else []:
+    for header in _list(graph, request, HT.headers):
         headers[str(graph.value(header, HT.fieldName))] = str(graph.value(header, HT.fieldValue))
     body = graph.value(request, HT.body)
     response = graph.value(request, HT.resp)

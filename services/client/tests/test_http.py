@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import Answer
 
 from quanta.client import HttpTransport, QueryError, RequestEvent, Retry, SubRequest
 from quanta.client.requester import Requester
+from quanta.client.testing import Answer, Script
 from quanta.common.local import free_port
 from quanta.sparql.errors import ErrorKind
 
@@ -33,7 +33,7 @@ def problem(slug: str, status: int, **members: Any) -> Answer:
     return status, {"type": f"https://quanta.dev/problems/{slug}", "title": slug, "status": status, **members}, {}
 
 
-def test_a_page_is_read_into_terms(scripted) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_is_read_into_terms(scripted: Script) -> None:
     server = scripted(page(["a"], "t1"), page([], None))
     transport = HttpTransport(server.url)
     first = asyncio.run(transport.run(SubRequest("d", "http://example.org/g", "SELECT ...")))
@@ -47,7 +47,7 @@ def test_a_page_is_read_into_terms(scripted) -> None:  # type: ignore[no-untyped
     assert server.paths == ["/v1/datasets/d/query"] * 2
 
 
-def test_problems_become_error_kinds_with_their_members(scripted) -> None:  # type: ignore[no-untyped-def]
+def test_problems_become_error_kinds_with_their_members(scripted: Script) -> None:
     server = scripted(
         problem("syntax-error", 400, line=3, column=7, detail="Expected SelectQuery"),
         problem("unsupported-operator", 422, operator="OPTIONAL"),
@@ -64,7 +64,7 @@ def test_problems_become_error_kinds_with_their_members(scripted) -> None:  # ty
     assert (errors[2].kind, errors[2].next, errors[2].retry_after_s) == (ErrorKind.REPLY_TIMEOUT, "resume", 1.0)
 
 
-def test_retryable_failures_are_retried_and_each_request_is_reported(scripted) -> None:  # type: ignore[no-untyped-def]
+def test_retryable_failures_are_retried_and_each_request_is_reported(scripted: Script) -> None:
     server = scripted(
         problem("rate-limited", 429, retry_after=0.05),
         problem("queue-full", 503),
@@ -81,7 +81,7 @@ def test_retryable_failures_are_retried_and_each_request_is_reported(scripted) -
     assert requester.requests == 4
 
 
-def test_retries_are_bounded_then_the_failure_is_raised(scripted) -> None:  # type: ignore[no-untyped-def]
+def test_retries_are_bounded_then_the_failure_is_raised(scripted: Script) -> None:
     server = scripted(*[problem("queue-full", 503)] * 4)
     requester = Requester(HttpTransport(server.url), retry=FAST)
     with pytest.raises(QueryError) as raised:
@@ -96,7 +96,7 @@ def test_an_unreachable_service_is_retried_briefly_then_reported() -> None:
     assert raised.value.kind is ErrorKind.UNREACHABLE and requester.requests == 3
 
 
-def test_named_graphs_come_from_the_dataset_list(scripted) -> None:  # type: ignore[no-untyped-def]
+def test_named_graphs_come_from_the_dataset_list(scripted: Script) -> None:
     datasets = {"datasets": [{"name": "d", "graphs": ["http://example.org/g1"]}, {"name": "e", "graphs": []}]}
     server = scripted((200, datasets, {}), (200, datasets, {}))
     transport = HttpTransport(server.url)

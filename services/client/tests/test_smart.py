@@ -6,7 +6,6 @@ prepare refuses before running, closing, streaming, and the event loop."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from quanta.client import Budgets, DatasetSpec, QueryError, RequestEvent, SmartC
 from quanta.client.local import LocalTransport
 from quanta.client.ops.order import term_key
 from quanta.engine.storage import open_store
-from quanta.engine.testing import as_multiset, oxigraph_rows, shared_dir
+from quanta.engine.testing import as_multiset, oxigraph_rows, oxigraph_store, shared_dir
 from quanta.sparql.errors import ErrorKind
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
@@ -32,9 +31,7 @@ def transport() -> LocalTransport:
 
 @pytest.fixture(scope="module")
 def reference() -> ox.Store:
-    store = ox.Store()
-    with gzip.open(shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz", "rb") as f:
-        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    store = oxigraph_store(shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz")
     return store
 
 
@@ -55,7 +52,7 @@ async def solutions(client: SmartClient, query: str) -> tuple[list[str], list[tu
     return execution.variables, rows, execution.context.disk_bytes, execution.context._temp is None
 
 
-def test_order_by_over_its_budget_spills_and_keeps_the_order(transport, reference) -> None:  # type: ignore[no-untyped-def]
+def test_order_by_over_its_budget_spills_and_keeps_the_order(transport, reference) -> None:
     query = f"SELECT ?s ?o WHERE {{ {FRIENDS} }} ORDER BY DESC(?o) ?s"
     head, rows, spilled, removed = asyncio.run(
         solutions(SmartClient(transport, budgets=Budgets(memory_rows=3000)), query)
@@ -67,7 +64,7 @@ def test_order_by_over_its_budget_spills_and_keeps_the_order(transport, referenc
     assert keys == expected
 
 
-def test_order_by_with_limit_keeps_only_k_rows(transport, reference) -> None:  # type: ignore[no-untyped-def]
+def test_order_by_with_limit_keeps_only_k_rows(transport, reference) -> None:
     query = f"SELECT ?s ?o WHERE {{ {FRIENDS} }} ORDER BY ?o ?s LIMIT 10 OFFSET 5"
     _, rows, spilled, _ = asyncio.run(solutions(SmartClient(transport, budgets=Budgets(memory_rows=100)), query))
     assert spilled == 0, "top-k: 2k rows in memory, nothing on disk"
@@ -84,7 +81,7 @@ def test_order_by_with_limit_keeps_only_k_rows(transport, reference) -> None:  #
     ],
     ids=["distinct", "group-by", "optjoin"],
 )
-def test_distinct_group_by_and_optjoin_over_their_budget_spill(transport, reference, query: str) -> None:  # type: ignore[no-untyped-def]
+def test_distinct_group_by_and_optjoin_over_their_budget_spill(transport, reference, query: str) -> None:
     head, rows, spilled, removed = asyncio.run(
         solutions(SmartClient(transport, budgets=Budgets(memory_rows=200)), query)
     )
@@ -92,21 +89,21 @@ def test_distinct_group_by_and_optjoin_over_their_budget_spill(transport, refere
     assert as_multiset(head, rows) == oxigraph_rows(reference, query)
 
 
-def test_a_query_over_its_disk_budget_fails_and_says_so(transport) -> None:  # type: ignore[no-untyped-def]
+def test_a_query_over_its_disk_budget_fails_and_says_so(transport) -> None:
     client = SmartClient(transport, budgets=Budgets(memory_rows=100, disk_bytes=10_000))
     with pytest.raises(QueryError) as raised:
         asyncio.run(solutions(client, f"SELECT ?s ?o WHERE {{ {FRIENDS} }} ORDER BY ?o"))
     assert raised.value.kind is ErrorKind.BUDGET_EXCEEDED
 
 
-def test_a_path_over_its_budget_fails_and_says_so(transport) -> None:  # type: ignore[no-untyped-def]
+def test_a_path_over_its_budget_fails_and_says_so(transport) -> None:
     client = SmartClient(transport, budgets=Budgets(path_nodes=50))
     with pytest.raises(QueryError) as raised:
         asyncio.run(solutions(client, f"SELECT ?y WHERE {{ <{WSDBM}User1> <{WSDBM}follows>+ ?y }}"))
     assert raised.value.kind is ErrorKind.BUDGET_EXCEEDED
 
 
-def test_limit_stops_sending_requests(transport) -> None:  # type: ignore[no-untyped-def]
+def test_limit_stops_sending_requests(transport) -> None:
     """A client-side plan (OPTIONAL: a bind left join here) stops following
     `next` once the LIMIT has its rows."""
     query = f"SELECT * WHERE {{ {FRIENDS} OPTIONAL {{ ?o <{WSDBM}likes> ?l }} }}"
@@ -122,7 +119,7 @@ def test_limit_stops_sending_requests(transport) -> None:  # type: ignore[no-unt
     assert limited_requests <= 3 and all_requests > 100
 
 
-def test_what_prepare_refuses_is_refused_before_any_request(transport) -> None:  # type: ignore[no-untyped-def]
+def test_what_prepare_refuses_is_refused_before_any_request(transport) -> None:
     counted = Counted()
     client = SmartClient(transport, on_request=counted)
     cases = [
@@ -143,14 +140,14 @@ def test_what_prepare_refuses_is_refused_before_any_request(transport) -> None: 
     assert counted.events == []
 
 
-def test_graph_on_a_dataset_without_named_graphs_is_empty(transport) -> None:  # type: ignore[no-untyped-def]
+def test_graph_on_a_dataset_without_named_graphs_is_empty(transport) -> None:
     """SPARQL: GRAPH over a graph the dataset lacks matches nothing."""
     client = SmartClient(transport)
     for query in ("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", "SELECT * WHERE { GRAPH <http://x/g> { ?s ?p ?o } }"):
         assert asyncio.run(solutions(client, query))[1] == []
 
 
-def test_closing_stops_the_requests_and_removes_the_files(transport) -> None:  # type: ignore[no-untyped-def]
+def test_closing_stops_the_requests_and_removes_the_files(transport) -> None:
     async def scenario() -> tuple[int, int, bool]:
         counted = Counted()
         small = LocalTransport(transport.stores, quantum_s=None, max_results=50)
@@ -170,7 +167,7 @@ def test_closing_stops_the_requests_and_removes_the_files(transport) -> None:  #
     assert sent > 0 and after == 0 and clean
 
 
-def test_rows_stream_before_the_query_ends(transport) -> None:  # type: ignore[no-untyped-def]
+def test_rows_stream_before_the_query_ends(transport) -> None:
     async def scenario() -> tuple[int, int]:
         counted = Counted()
         small = LocalTransport(transport.stores, quantum_s=None, max_results=100)
@@ -189,7 +186,7 @@ def test_rows_stream_before_the_query_ends(transport) -> None:  # type: ignore[n
     assert first <= 2 < total
 
 
-def test_client_side_work_leaves_the_event_loop_to_others(transport) -> None:  # type: ignore[no-untyped-def]
+def test_client_side_work_leaves_the_event_loop_to_others(transport) -> None:
     """Sorting 40,000 rows on the client while another task needs the loop:
     the loop is never held long (the gateway runs many queries in one loop)."""
 
@@ -216,7 +213,7 @@ def test_client_side_work_leaves_the_event_loop_to_others(transport) -> None:  #
     assert asyncio.run(scenario()) < 0.5  # one page of 40,729 rows is read at once; sorting yields
 
 
-def test_the_sync_client_runs_any_query(transport, reference) -> None:  # type: ignore[no-untyped-def]
+def test_the_sync_client_runs_any_query(transport, reference) -> None:
     query = f"SELECT ?o (COUNT(*) AS ?n) WHERE {{ {FRIENDS} }} GROUP BY ?o ORDER BY DESC(?n) ?o LIMIT 3"
     with SyncClient(transport) as client:
         execution = client.query(query, "watdiv")
@@ -227,7 +224,7 @@ def test_the_sync_client_runs_any_query(transport, reference) -> None:  # type: 
     assert len(triples) == 4 and all(p == "urn:p" for _, p, _ in triples)
 
 
-def test_a_bind_join_block_holds_at_most_the_memory_budget_of_rows(transport, reference) -> None:  # type: ignore[no-untyped-def]
+def test_a_bind_join_block_holds_at_most_the_memory_budget_of_rows(transport, reference) -> None:
     """Blocks end at `block_size` keys or at `memory_rows` rows: few keys with
     many rows each are shipped again rather than held all at once."""
     query = f"SELECT * WHERE {{ {FRIENDS} OPTIONAL {{ ?s <{WSDBM}userId> ?id }} }}"

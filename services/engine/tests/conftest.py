@@ -4,8 +4,6 @@ with QUANTA_TEST_BACKENDS=native, say)."""
 
 from __future__ import annotations
 
-import gzip
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -13,18 +11,18 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.storage import TripleStore, available_backends, open_store
-from quanta.engine.testing import shared_dir, write_hdt
+from quanta.engine.storage import TripleStore, open_store
+from quanta.engine.testing import backends_under_test, oxigraph_store, shared_dir, write_hdt
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"
-TEST_BACKENDS = [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
 
 
-@pytest.fixture(scope="session", params=TEST_BACKENDS)
+@pytest.fixture(scope="session", params=backends_under_test())
 def backend(request: pytest.FixtureRequest) -> str:
     """The storage backend the engine runs on."""
-    return request.param
+    backend: str = request.param
+    return backend
 
 
 @pytest.fixture
@@ -56,10 +54,7 @@ def watdiv_oxigraph() -> ox.Store:
     source = WATDIV / "watdiv-100k.nt.gz"
     if not source.exists():
         pytest.skip(f"shared WatDiv data not found at {WATDIV} (set QUANTA_SHARED)")
-    store = ox.Store()
-    with gzip.open(source, "rb") as f:
-        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
-    return store
+    return oxigraph_store(source)
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,15 @@ so far and the same saved plan, byte for byte; and the same total steps."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from quanta.engine.execute import decode, run
 from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeChain
+from quanta.engine.operators.slice import Slice
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
@@ -18,7 +21,7 @@ from quanta.engine.storage import TripleStore, open_store
 from quanta.engine.testing import CountingQuantum, StepQuantum, write_hdt
 
 
-def _sibling(name: str):  # type: ignore[no-untyped-def]
+def _sibling(name: str) -> ModuleType:
     """A sibling test module (importlib mode puts no test folder on sys.path)."""
     spec = importlib.util.spec_from_file_location(f"_native_{name}", Path(__file__).with_name(f"{name}.py"))
     assert spec and spec.loader
@@ -91,17 +94,18 @@ def small(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> TripleS
 
 
 @pytest.mark.parametrize("name", FILTERED)
-def test_simple_filters_run_inside_the_chain(watdiv_copy, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_simple_filters_run_inside_the_chain(watdiv_copy: Path, name: str) -> None:
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
     root = compile_query(WATDIV[name], store).root
     while not isinstance(root, NativeChain):  # a slice above at most
-        root = root.input  # type: ignore[attr-defined]
+        assert isinstance(root, Slice)
+        root = root.input
     assert "Filter" in repr(type(root.inner)) or any(type(op).__name__ == "Filter" for op in _walk(root.inner)), (
         "the filters run natively"
     )
 
 
-def _walk(op):  # type: ignore[no-untyped-def]
+def _walk(op: object) -> Iterator[object]:
     yield op
     for attr in ("input", "left", "right"):
         if hasattr(op, attr):
@@ -119,14 +123,14 @@ def test_native_chain_is_the_python_operators(small: TripleStore, name: str, mon
 
 
 @pytest.mark.parametrize("name", WATDIV)
-def test_native_chain_on_watdiv(watdiv_copy, name: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_native_chain_on_watdiv(watdiv_copy: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
     query = WATDIV[name]
     steps = total_steps(store, query)
     compare(store, query, monkeypatch, every=max(1, steps // 150))
 
 
-def test_a_page_cut_inside_a_batch_resumes_exactly(watdiv_copy) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_cut_inside_a_batch_resumes_exactly(watdiv_copy: Path) -> None:
     """Pages of 7 rows end inside the native batches: the saved state is the
     one after the 7th row (rewound and replayed), and resuming loses nothing."""
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")

@@ -13,7 +13,7 @@ from quanta.sparql.errors import UnsupportedQuery
 EX = "PREFIX : <http://example.org/> "
 
 
-def test_constants_with_escapes_round_trip(make_store) -> None:  # type: ignore[no-untyped-def]
+def test_constants_with_escapes_round_trip(make_store) -> None:
     store: TripleStore = make_store('<http://a> <http://p> "q\\"uote\\\\d\\n" .\n<http://a> <http://p> <http://a> .\n')
     _, rows, _, _ = run_paged(store, 'SELECT ?s WHERE { ?s <http://p> "q\\"uote\\\\d\\n" }', None)
     assert rows == [("http://a",)]

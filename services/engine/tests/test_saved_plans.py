@@ -43,7 +43,7 @@ def test_plan_is_small_and_carries_the_dataset(watdiv_store: TripleStore) -> Non
     assert len(saved.SerializeToString()) < 300
 
 
-def test_refuses_another_dataset(watdiv_store: TripleStore, make_store) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_another_dataset(watdiv_store: TripleStore, make_store) -> None:
     other = make_store("<http://a> <http://p> <http://b> .\n")
     with pytest.raises(DatasetMismatch):
         Plan.load(first_page(watdiv_store), other, Quantum(None))

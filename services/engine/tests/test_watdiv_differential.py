@@ -14,7 +14,7 @@ QUERIES = sorted((WATDIV / "queries" / "basic").glob("*.rq"))
 
 
 @pytest.mark.parametrize("path", QUERIES, ids=[p.stem for p in QUERIES])
-def test_basic_query_suspended_every_few_results(path: Path, watdiv_store, watdiv_oxigraph) -> None:  # type: ignore[no-untyped-def]
+def test_basic_query_suspended_every_few_results(path: Path, watdiv_store, watdiv_oxigraph) -> None:
     query = path.read_text()
     expected = oxigraph_rows(watdiv_oxigraph, query)
     # a 0.2 ms quantum, and never more than 3 results a page: every query with

@@ -66,7 +66,7 @@ def test_settings_from_environment(catalog: Path, monkeypatch) -> None:
     monkeypatch.setenv("QUANTA_SECRET_KEYS", "new:0123456789abcdef0123,old:fedcba9876543210fedc")
     monkeypatch.setenv("QUANTA_MAX_QUEUE", "7")
     monkeypatch.setenv("QUANTA_TRUST_FORWARDED", "true")
-    settings = Settings()  # type: ignore[call-arg]
+    settings = Settings()
     assert settings.max_queue == 7 and settings.trust_forwarded
     assert [kid for kid, _ in settings.signing_keys()] == ["new", "old"]
     assert "0123456789" not in repr(settings)

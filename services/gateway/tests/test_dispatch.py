@@ -37,7 +37,10 @@ from quanta.sparql.results import write
 
 
 def dispatch(
-    settings: Settings, times: int = 1, client: str = "ip:127.0.0.1", rows: int = queue_pb2.ROW_FORMAT_JSON
+    settings: Settings,
+    times: int = 1,
+    client: str = "ip:127.0.0.1",
+    rows: queue_pb2.RowFormat = queue_pb2.ROW_FORMAT_JSON,
 ) -> list[Outcome]:
     """Run `times` tasks through a dispatcher built as the gateway builds it."""
 
@@ -51,8 +54,7 @@ def dispatch(
         )  # fmt: skip
         try:
             tasks = [
-                queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}", rows=rows)  # type: ignore[arg-type]
-                for _ in range(times)
+                queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}", rows=rows) for _ in range(times)
             ]
             return [await dispatcher.run(client, task) for task in tasks]
         finally:
@@ -62,7 +64,7 @@ def dispatch(
     return asyncio.run(go())
 
 
-def test_a_page(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+def test_a_page(settings, consumer) -> None:
     consumer(paging_handler(pages=2))
     (outcome,) = dispatch(settings())
     assert isinstance(outcome, Answered)
@@ -70,7 +72,7 @@ def test_a_page(settings, consumer) -> None:  # type: ignore[no-untyped-def]
     assert outcome.round_trip_ms > 0
 
 
-def test_a_page_of_terms(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_of_terms(settings, consumer) -> None:
     """A task asking for rows as terms: the gateway reads them, writes any format."""
     solutions = [("http://ex/a", '"x"@en'), ("_:b", None)]
 
@@ -87,7 +89,7 @@ def test_a_page_of_terms(settings, consumer) -> None:  # type: ignore[no-untyped
     assert write("tsv", list(outcome.page.head), pages.rows(outcome.page)) == '?s\t?o\n<http://ex/a>\t"x"@en\n_:b\t\n'
 
 
-def test_a_workers_error_is_not_retryable(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+def test_a_workers_error_is_not_retryable(settings, consumer) -> None:
     error = queue_pb2.Error(kind="syntax-error", message="unexpected '}'", line=3, column=14)
     consumer(lambda task: queue_pb2.Reply(id=task.id, error=error))
     (outcome,) = dispatch(settings())
@@ -96,7 +98,7 @@ def test_a_workers_error_is_not_retryable(settings, consumer) -> None:  # type: 
     assert (outcome.error.line, outcome.error.column) == (3, 14)
 
 
-def test_rate_limited_then_retry_later(settings, consumer) -> None:  # type: ignore[no-untyped-def]
+def test_rate_limited_then_retry_later(settings, consumer) -> None:
     consumer()
     first, second = dispatch(settings(rate_limit=0.5, rate_burst=1), times=2)
     assert isinstance(first, Answered)
@@ -104,7 +106,7 @@ def test_rate_limited_then_retry_later(settings, consumer) -> None:  # type: ign
     assert second.kind is ErrorKind.RATE_LIMITED and second.kind.retryable and second.retry_after_s == 2
 
 
-def test_queue_full(settings) -> None:  # type: ignore[no-untyped-def]
+def test_queue_full(settings) -> None:
     r = redis.Redis.from_url(settings().redis_url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     r.xadd(keys.TASKS, {"task": b"queued"})
@@ -113,12 +115,12 @@ def test_queue_full(settings) -> None:  # type: ignore[no-untyped-def]
     assert r.xlen(keys.TASKS) == 1
 
 
-def test_redis_down(settings) -> None:  # type: ignore[no-untyped-def]
+def test_redis_down(settings) -> None:
     (outcome,) = dispatch(settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
     assert isinstance(outcome, RedisDown) and outcome.kind is ErrorKind.REDIS_UNAVAILABLE and outcome.kind.retryable
 
 
-def test_reply_timeout_withdraws_the_task(settings) -> None:  # type: ignore[no-untyped-def]
+def test_reply_timeout_withdraws_the_task(settings) -> None:
     (outcome,) = dispatch(settings(reply_timeout_s=0.2))
     assert isinstance(outcome, ReplyTimeout) and outcome.timeout_s == pytest.approx(0.2)
     assert outcome.kind is ErrorKind.REPLY_TIMEOUT and outcome.kind.retryable

@@ -27,13 +27,13 @@ def value(text: str, name: str, **labels: str) -> float:
 
 def test_counters_move(settings, serve, consumer) -> None:
     consumer(paging_handler(pages=2))
-    client = serve(settings(rate_limit=0.01, rate_burst=3))
+    client = serve(settings(rate_limit=0.01, rate_burst=2))
     before = client.get("/metrics").text
     first = client.post("/v1/datasets/watdiv/query", json={"query": QUERY}).json()
     client.post("/v1/datasets/watdiv/query", json={"next": first["next"]})
     client.post("/v1/datasets/watdiv/query", json={"next": "forged"})
     client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
-    client.post("/v1/datasets/watdiv/query", json={"query": QUERY})  # 4th in the burst of 3
+    client.post("/v1/datasets/watdiv/query", json={"query": QUERY})  # a 3rd query in a burst of 2 (`next` is free)
     after = client.get("/metrics").text
 
     def delta(name: str, **labels: str) -> float:

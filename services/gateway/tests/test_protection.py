@@ -16,6 +16,11 @@ from quanta.queue.v1 import queue_pb2
 QUERY = "SELECT * WHERE { ?s ?p ?o }"
 
 
+def rate_buckets(redis_url: str) -> set[str]:
+    """The rate limiter's buckets in Redis, by key."""
+    return {str(k) for k in redis.Redis.from_url(redis_url, decode_responses=True).keys("quanta:rate:*")}
+
+
 def test_rate_limit_429_with_retry_after(settings, serve, consumer) -> None:
     consumer()
     client = serve(settings(rate_limit=0.5, rate_burst=2))
@@ -27,10 +32,7 @@ def test_rate_limit_429_with_retry_after(settings, serve, consumer) -> None:
     # Buckets are per client: another API key has its own.
     other = client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-api-key": "someone-else"})
     assert other.status_code == 200
-    assert not any(
-        k.startswith(b"quanta:rate:key:someone")
-        for k in redis.Redis.from_url(settings().redis_url).keys("quanta:rate:*")
-    )
+    assert not any(k.startswith("quanta:rate:key:someone") for k in rate_buckets(settings().redis_url))
 
 
 def test_rate_limit_refills(settings, serve, consumer) -> None:
@@ -49,8 +51,7 @@ def test_forwarded_address_only_when_trusted(settings, serve, consumer) -> None:
     serve(settings(rate_limit=1, trust_forwarded=True)).post(
         "/v1/datasets/watdiv/query", json={"query": QUERY}, headers=spoof
     )
-    buckets = {k.decode() for k in redis.Redis.from_url(settings().redis_url).keys("quanta:rate:*")}
-    assert buckets == {"quanta:rate:ip:127.0.0.1", "quanta:rate:ip:198.51.100.7"}
+    assert rate_buckets(settings().redis_url) == {"quanta:rate:ip:127.0.0.1", "quanta:rate:ip:198.51.100.7"}
 
 
 def test_full_queue_503(settings, serve) -> None:
@@ -129,7 +130,7 @@ def test_late_reply_after_timeout_is_not_read_by_the_next_request(settings, serv
     """Each request has its own reply list: a reply arriving after a 504 expires, never misroutes."""
     slow = threading.Event()
 
-    def handler(task: queue_pb2.Task) -> queue_pb2.Reply:
+    def handler(task: queue_pb2.Task) -> queue_pb2.Reply | None:
         if not slow.is_set():
             slow.set()
             time.sleep(0.5)

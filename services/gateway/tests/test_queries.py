@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +16,7 @@ from quanta.queue.v1 import queue_pb2
 QUERY = "SELECT ?x WHERE { ?x ?p ?o }"
 
 
-def follow(client: httpx.Client, dataset: str, first: dict[str, object]) -> list[dict[str, object]]:
+def follow(client: httpx.Client, dataset: str, first: dict[str, object]) -> list[dict[str, Any]]:
     pages = [client.post(f"/v1/datasets/{dataset}/query", json=first)]
     while pages[-1].status_code == 200 and pages[-1].json()["next"]:
         pages.append(client.post(f"/v1/datasets/{dataset}/query", json={"next": pages[-1].json()["next"]}))
@@ -173,7 +175,7 @@ def test_body_too_large(settings, serve) -> None:
     client = serve(settings(max_body_bytes=1000))
     problem(client.post("/v1/datasets/watdiv/query", json={"query": "x" * 2000}), 413, "body-too-large")
 
-    def chunks():  # no Content-Length: the limit applies while the body arrives
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies while the body arrives
         yield b'{"query": "'
         for _ in range(10):
             yield b"x" * 200

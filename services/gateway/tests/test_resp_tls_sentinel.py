@@ -106,7 +106,7 @@ async def ping_through_pool(settings: RedisSettings) -> Any:
         pool.close()
 
 
-def test_the_resp_pool_speaks_tls_with_the_ca_and_a_client_certificate(certs: Path, tls_redis: int, run) -> None:  # type: ignore[no-untyped-def]
+def test_the_resp_pool_speaks_tls_with_the_ca_and_a_client_certificate(certs: Path, tls_redis: int, run) -> None:
     assert run(ping_through_pool(tls_settings(certs, tls_redis))) == b"over tls"
 
 
@@ -124,7 +124,7 @@ def test_redis_py_clients_use_the_same_tls_settings(certs: Path, tls_redis: int)
     assert asyncio.run(main()) == b"1"
 
 
-def test_a_server_signed_by_another_ca_is_refused(certs: Path, tls_redis: int, run) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_signed_by_another_ca_is_refused(certs: Path, tls_redis: int, run) -> None:
     with pytest.raises(redis.ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         run(ping_through_pool(tls_settings(certs, tls_redis, ca="other-ca")))
 
@@ -168,14 +168,20 @@ async def port_of_master(settings: RedisSettings) -> int:
         pool.close()
 
 
-def test_sentinel_names_the_master_and_new_connections_follow_a_failover(sentinel_pair, run) -> None:  # type: ignore[no-untyped-def]
+def master_port(sentinel: int) -> int | None:
+    """The port of the master the Sentinel names."""
+    address = redis.Redis(port=sentinel).sentinel_get_master_addr_by_name("mymaster")
+    return address[1] if isinstance(address, tuple) else None
+
+
+def test_sentinel_names_the_master_and_new_connections_follow_a_failover(sentinel_pair, run) -> None:
     master, replica, sentinel = sentinel_pair
     settings = RedisSettings(url="redis:///0", sentinels=f"127.0.0.1:{free_port()},127.0.0.1:{sentinel}")
     assert run(port_of_master(settings)) == master  # the first Sentinel is down: the next one answers
     assert sync_client(settings).get("quanta:where") == b"here"
 
-    redis.Redis(port=sentinel).execute_command("SENTINEL", "FAILOVER", "mymaster")
+    redis.Redis(port=sentinel).sentinel_failover("mymaster")
     wait_until(lambda: redis.Redis(port=replica).info("replication")["role"] == "master")
-    wait_until(lambda: redis.Redis(port=sentinel).sentinel_get_master_addr_by_name("mymaster")[1] == replica)
+    wait_until(lambda: master_port(sentinel) == replica)
     assert run(port_of_master(settings)) == replica
     wait_until(lambda: sync_client(settings).set("quanta:after", "1") is True)

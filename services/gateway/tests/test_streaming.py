@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ from starlette.routing import Route
 
 from quanta.client.transport import QueryError
 from quanta.common.testing import free_port
-from quanta.gateway.streaming import Output, ResultStream, next_or_flush
+from quanta.gateway.streaming import Output, Produce, Render, ResultStream, next_or_flush
 from quanta.sparql import results
 from quanta.sparql.errors import ErrorKind
 
@@ -34,7 +35,7 @@ async def rows_then(failure: Exception | None, before: int) -> AsyncIterator[tup
         yield row
 
 
-def produce_until(failure: Exception | None, before: int):  # type: ignore[no-untyped-def]
+def produce_until(failure: Exception | None, before: int) -> tuple[Produce, Render]:
     writer = results.writer("json")
 
     async def produce(out: Output) -> None:
@@ -205,15 +206,15 @@ async def _send_cancelled() -> None:
     sent: list[bytes] = []
     reader_is_slow = True
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if reader_is_slow:
             await asyncio.sleep(10)  # uvicorn waits for the socket to drain before it writes
-        sent.append(message["body"])  # type: ignore[arg-type]
+        sent.append(message["body"])
 
     async def start() -> None:
         pass
 
-    out = Output(lambda rows: "".join(rows), start, send)  # type: ignore[arg-type]
+    out = Output(lambda rows: "".join(rows), start, send)
     out.row("a")
     flushing = asyncio.create_task(out.flush())
     await asyncio.sleep(0.01)

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -81,7 +82,9 @@ def _start_worker(server: RedisServer, catalog: Path) -> subprocess.Popen[bytes]
     return worker
 
 
-def run(client: httpx.Client, dataset: str, query: str, plan: str | None = None) -> tuple[list[dict], list[dict]]:
+def run(
+    client: httpx.Client, dataset: str, query: str, plan: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     body: dict[str, str] = {"query": query} | ({"plan": plan} if plan else {})
     pages = []
     while True:
@@ -93,7 +96,7 @@ def run(client: httpx.Client, dataset: str, query: str, plan: str | None = None)
         body = {"next": pages[-1]["next"]}
 
 
-def bag(bindings: list[dict]) -> Counter[str]:
+def bag(bindings: list[dict[str, Any]]) -> Counter[str]:
     return Counter(repr(sorted((k, tuple(sorted(v.items()))) for k, v in b.items())) for b in bindings)
 
 

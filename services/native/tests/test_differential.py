@@ -7,8 +7,9 @@ watdiv-10m (slow)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ COMPARED = 200  # triples compared after each offset (all of them for small resu
 
 
 @pytest.fixture(scope="module", params=DATASETS)
-def stores(request: pytest.FixtureRequest, copied) -> tuple[HdtStore, NativeStore, int]:  # type: ignore[no-untyped-def]
+def stores(request: pytest.FixtureRequest, copied: Callable[[str], Path]) -> tuple[HdtStore, NativeStore, int]:
     name, samples = request.param
     path = str(copied(name))
     return HdtStore(path, name=name), NativeStore(path, name=name), samples
@@ -60,7 +61,7 @@ def offsets(count: int, rng: random.Random) -> list[int]:
     return sorted(chosen)
 
 
-def test_every_shape_and_offset_matches_pyhdt(stores) -> None:  # type: ignore[no-untyped-def]
+def test_every_shape_and_offset_matches_pyhdt(stores) -> None:
     reference, native, samples = stores
     rng = random.Random(7)
     seen = set()
@@ -75,7 +76,7 @@ def test_every_shape_and_offset_matches_pyhdt(stores) -> None:  # type: ignore[n
     assert seen >= set(SHAPES)
 
 
-def test_whole_scan_is_identical(stores) -> None:  # type: ignore[no-untyped-def]
+def test_whole_scan_is_identical(stores) -> None:
     reference, native, _ = stores
     n = 0
     for expected, got in zip(reference.search(0, 0, 0), native.search(0, 0, 0), strict=True):
@@ -84,7 +85,7 @@ def test_whole_scan_is_identical(stores) -> None:  # type: ignore[no-untyped-def
     assert n == reference.triples == native.triples
 
 
-def test_every_predicate_and_object_list_is_identical(stores) -> None:  # type: ignore[no-untyped-def]
+def test_every_predicate_and_object_list_is_identical(stores) -> None:
     """?P? for every predicate in full; ??O for (a sample of) every object."""
     reference, native, _ = stores
     for pid in range(1, reference.doc.nb_predicates + 1):
@@ -97,7 +98,7 @@ def test_every_predicate_and_object_list_is_identical(stores) -> None:  # type: 
         assert list(native.search(0, 0, o)) == list(reference.search(0, 0, o)), o
 
 
-def test_terms_round_trip_like_pyhdt(stores) -> None:  # type: ignore[no-untyped-def]
+def test_terms_round_trip_like_pyhdt(stores) -> None:
     reference, native, _ = stores
     rng = random.Random(3)
     assert native.nb_terms == reference.nb_terms

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,15 +56,19 @@ if len(sys.argv) > 2:
 """
 
 
-def measure(path: Path, hold: bool) -> tuple[subprocess.Popen[str], dict]:  # type: ignore[type-arg]
+def measure(path: Path, hold: bool) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     args = [sys.executable, "-c", WORKER, str(path)] + (["hold"] if hold else [])
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, json.loads(proc.stdout.readline())
 
 
+def private(rollup: dict[str, int]) -> int:
+    return rollup["Private_Clean"] + rollup["Private_Dirty"]
+
+
 @pytest.mark.parametrize("name", ["watdiv-1m"])
-def test_second_worker_shares_the_file(copied, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_second_worker_shares_the_file(copied: Callable[[str], Path], name: str) -> None:
     path = copied(name)
     ensure_index(str(path))
     size = path.stat().st_size
@@ -75,7 +81,6 @@ def test_second_worker_shares_the_file(copied, name: str) -> None:  # type: igno
         first.stdin.write("\n")
         first.stdin.close()
         first.wait(timeout=60)
-    private = lambda r: r["Private_Clean"] + r["Private_Dirty"]  # noqa: E731
     grown = private(report["after"]) - private(report["before"])
     mapped = report["mapping"]
     assert mapped["Private_Dirty"] == 0  # nothing written into the mapping

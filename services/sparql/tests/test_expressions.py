@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pyoxigraph as ox
 import pytest
@@ -34,6 +34,7 @@ from quanta.sparql.terms import from_rdflib
 XSD = "http://www.w3.org/2001/XMLSchema#"
 F = plan_pb2.Function
 PREFIXES = f"PREFIX xsd: <{XSD}>\nPREFIX ex: <http://ex/>\n"
+OxTerm = ox.NamedNode | ox.BlankNode | ox.Literal  # what pyoxigraph binds a variable to here
 
 # Variable name -> its value in the dataset (N-Triples syntax, in the
 # canonical lexical forms pyoxigraph would otherwise rewrite).
@@ -102,10 +103,12 @@ class Engine:
         """FILTER(expr)."""
         return expressions.compile_test(self.proto(expr), self.terms)(self.mapping if mapping is None else mapping)
 
-    def ox_value(self, expr: str) -> ox.Term | None:
-        rows = list(self.oxigraph.query(f"{PREFIXES}SELECT ?r WHERE {{ {ox_bindings()} BIND(({expr}) AS ?r) }}"))
-        assert len(rows) == 1
-        return rows[0]["r"]
+    def ox_value(self, expr: str) -> OxTerm | None:
+        solutions = self.oxigraph.query(f"{PREFIXES}SELECT ?r WHERE {{ {ox_bindings()} BIND(({expr}) AS ?r) }}")
+        assert isinstance(solutions, ox.QuerySolutions)
+        (row,) = solutions
+        value: OxTerm | None = row["r"]
+        return value
 
     def ox_test(self, expr: str) -> bool:
         return bool(self.oxigraph.query(f"{PREFIXES}ASK {{ {ox_bindings()} FILTER({expr}) }}"))
@@ -147,7 +150,7 @@ def to_node(ntriples: str) -> Node:
     return Literal(lexical, datatype=URIRef(rest[3:-1]) if rest else None)
 
 
-def key(term: Node | ox.Term | None) -> tuple[str, ...] | None:
+def key(term: Node | OxTerm | None) -> tuple[str, ...] | None:
     """Comparable form of an rdflib or pyoxigraph term (blank node labels differ)."""
     if term is None:
         return None
@@ -616,6 +619,7 @@ def test_three_valued_logic(engine: Engine) -> None:
             expected_and = False if False in (x, y) else (None if None in (x, y) else True)
             for op, expected in (("||", expected_or), ("&&", expected_and)):
                 result = engine.value(f"{a} {op} {b}")
+                assert result is None or isinstance(result, Literal)
                 assert (None if result is None else result.toPython()) == expected, f"{a} {op} {b}"
                 assert engine.test(f"{a} {op} {b}") is (expected is True)
 
@@ -817,12 +821,12 @@ def test_iri_resolves_against_the_base(engine: Engine) -> None:
 
 
 def test_malformed_plans_are_refused(engine: Engine) -> None:
-    def call(function: int, *args: plan_pb2.Expr, iri: str = "") -> plan_pb2.Expr:
+    def call(function: plan_pb2.Function, *args: plan_pb2.Expr, iri: str = "") -> plan_pb2.Expr:
         return plan_pb2.Expr(call=plan_pb2.Call(function=function, args=list(args), iri=iri))
 
     one = plan_pb2.Expr(term=engine.term(Literal(1)))
     for expr in [
-        call(999, one),
+        call(cast(plan_pb2.Function, 999), one),  # no such function
         call(F.FUNCTION_ADD, one),
         call(F.FUNCTION_STRLEN, one, one),
         call(F.FUNCTION_CAST, one, iri="http://ex/not-a-type"),
@@ -938,7 +942,7 @@ def _places(d: Decimal) -> int:
     return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
-def same_number(ours: Node | None, theirs: ox.Term | None) -> bool:
+def same_number(ours: Node | None, theirs: OxTerm | None) -> bool:
     """Same datatype and value; decimals exactly, doubles and floats by value
     (pyoxigraph writes 1e7 as "10000000", XPath's canonical form is "1.0E7")."""
     a, b = key(ours), key(theirs)

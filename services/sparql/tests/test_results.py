@@ -113,7 +113,9 @@ def test_json_from_another_engine() -> None:
     store.add(ox.Quad(ox.NamedNode(f"{EX}s"), ox.NamedNode(f"{EX}p"), ox.Literal("Hi", language="EN-GB")))
     store.add(ox.Quad(ox.BlankNode("n"), ox.NamedNode(f"{EX}p"), ox.Literal("7", datatype=ox.NamedNode(EX + "dt"))))
     solutions = store.query("SELECT ?s ?o ?none WHERE { ?s ?p ?o OPTIONAL { ?s <http://nowhere> ?none } }")
+    assert isinstance(solutions, ox.QuerySolutions)
     document = solutions.serialize(format=ox.QueryResultsFormat.JSON)
+    assert document is not None
     results = read_json(document)
     assert results.head == ["s", "o", "none"]
     assert sorted(results.rows, key=str) == sorted(
@@ -146,7 +148,12 @@ TRIPLES: list[Triple] = [
 
 
 def ox_triples(triples: Sequence[Triple]) -> set[ox.Triple]:
-    return {ox.Triple(ox_term(s), ox_term(p), ox_term(o)) for s, p, o in triples}  # type: ignore[arg-type]
+    out = set()
+    for s, p, o in triples:
+        subject, predicate = ox_term(s), ox_term(p)
+        assert not isinstance(subject, ox.Literal) and isinstance(predicate, ox.NamedNode)
+        out.add(ox.Triple(subject, predicate, ox_term(o)))
+    return out
 
 
 @pytest.mark.parametrize("fmt", sorted(GRAPH_FORMATS))

@@ -69,12 +69,24 @@ def submit() -> Callable[[redis.Redis, q.Task], q.Reply]:
     return submit_task
 
 
-def submit_task(client: redis.Redis, task: q.Task, timeout: float = 30) -> q.Reply:
+@pytest.fixture
+def await_reply() -> Callable[[redis.Redis, q.Task], q.Reply]:
+    return reply_to
+
+
+def submit_task(client: redis.Redis, task: q.Task) -> q.Reply:
     """What the gateway does: queue the task, block on its reply."""
     task.id = task.id or uuid.uuid4().hex
     task.reply_to = keys.reply(task.id)
     task.enqueued_at = time.time()
     client.xadd(keys.TASKS, {"task": task.SerializeToString()})
-    answer = client.blpop([task.reply_to], timeout=timeout)
+    return reply_to(client, task)
+
+
+def reply_to(client: redis.Redis, task: q.Task) -> q.Reply:
+    """The reply a worker pushes for `task`, waited for up to 30 s."""
+    answer = client.blpop([task.reply_to], timeout=30)
     assert answer is not None, "no reply"
-    return q.Reply.FromString(answer[1])
+    reply = answer[1]
+    assert isinstance(reply, bytes)  # a client without decode_responses
+    return q.Reply.FromString(reply)

@@ -38,7 +38,7 @@ def rows(reply: q.Reply) -> list[tuple[str | None, ...]]:
     return term_rows.decode(page.rows.terms, page.rows.cells, len(page.head), page.results)
 
 
-def test_a_task_runs_on_the_graph_it_names(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+def test_a_task_runs_on_the_graph_it_names(server, start_worker, submit) -> None:
     start_worker()
     client = redis.Redis.from_url(server.url)
     task = q.Task(dataset="watdiv", graph=SMALL, query=ALL, rows=q.ROW_FORMAT_TERMS, plan_mode=q.PLAN_MODE_VALUE)
@@ -52,7 +52,7 @@ def test_a_task_runs_on_the_graph_it_names(server, start_worker, submit) -> None
     assert rows(default) == [] and not default.page.WhichOneof("next"), "the default graph has none of them"
 
 
-def test_an_unknown_graph_and_a_plan_from_another_graph_are_refused(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_graph_and_a_plan_from_another_graph_are_refused(server, start_worker, submit) -> None:
     start_worker()
     client = redis.Redis.from_url(server.url)
     unknown = submit(client, q.Task(dataset="watdiv", graph="http://example.org/none", query=ALL))

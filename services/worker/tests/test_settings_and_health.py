@@ -66,7 +66,7 @@ def get(url: str) -> tuple[int, dict[str, object] | str]:
         return error.code, json.loads(error.read())
 
 
-def test_a_real_worker_serves_probes_and_metrics_and_logs_json(start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_a_real_worker_serves_probes_and_metrics_and_logs_json(start_worker) -> None:
     port = free_port()
     proc = start_worker("--metrics-port", str(port))
     base = f"http://127.0.0.1:{port}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -20,8 +22,13 @@ from quanta.sparql.results import rows_text
 LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 
 
-def run_to_end(submit, client: redis.Redis, dataset: str, query: str, mode: int = q.PLAN_MODE_AUTO) -> tuple[list, int]:  # type: ignore[no-untyped-def, type-arg]
-    rows: list = []  # type: ignore[type-arg]
+Submit = Callable[[redis.Redis, q.Task], q.Reply]
+
+
+def run_to_end(
+    submit: Submit, client: redis.Redis, dataset: str, query: str, mode: q.PlanMode = q.PLAN_MODE_AUTO
+) -> tuple[list[dict[str, Any]], int]:
+    rows: list[dict[str, Any]] = []
     reply = submit(client, q.Task(dataset=dataset, query=query, plan_mode=mode))
     pages = 1
     while True:
@@ -39,12 +46,16 @@ def run_to_end(submit, client: redis.Redis, dataset: str, query: str, mode: int 
         pages += 1
 
 
-def test_pages_by_value_and_by_reference_give_the_engine_answer(server, start_worker, catalog, submit) -> None:  # type: ignore[no-untyped-def]
+def test_pages_by_value_and_by_reference_give_the_engine_answer(server, start_worker, catalog, submit) -> None:
     start_worker()
     client = redis.Redis.from_url(server.url)
     store = HdtStore(str(catalog.parent / "watdiv-100k.hdt"), name="watdiv")
     _, expected, _, _ = run_paged(store, LIKES, None)
-    for dataset, mode in [("watdiv", q.PLAN_MODE_VALUE), ("watdiv", q.PLAN_MODE_REFERENCE), ("tiny-plans", 0)]:
+    for dataset, mode in [
+        ("watdiv", q.PLAN_MODE_VALUE),
+        ("watdiv", q.PLAN_MODE_REFERENCE),
+        ("tiny-plans", q.PLAN_MODE_AUTO),
+    ]:
         rows, pages = run_to_end(submit, client, dataset, LIKES, mode)
         assert pages > 1
         got = sorted((b["s"]["value"], b["o"]["value"]) for b in rows)
@@ -53,7 +64,7 @@ def test_pages_by_value_and_by_reference_give_the_engine_answer(server, start_wo
     assert all(0 < client.ttl(k) <= keys.PLAN_TTL_S for k in client.keys(keys.plan("*")))
 
 
-def test_errors_are_replies(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+def test_errors_are_replies(server, start_worker, submit) -> None:
     start_worker()
     client = redis.Redis.from_url(server.url)
     syntax = submit(client, q.Task(dataset="watdiv", query="SELECT * WHERE {\n ?s ?p }"))
@@ -70,7 +81,7 @@ def test_errors_are_replies(server, start_worker, submit) -> None:  # type: igno
     assert client.xlen(keys.TASKS) == 0, "every task is acknowledged and removed"
 
 
-def test_a_dead_workers_task_is_reclaimed(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_a_dead_workers_task_is_reclaimed(server, start_worker, await_reply) -> None:
     client = redis.Redis.from_url(server.url)
     client.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     task = q.Task(id="t1", dataset="watdiv", query=LIKES + " LIMIT 3", reply_to=keys.reply("t1"))
@@ -78,14 +89,11 @@ def test_a_dead_workers_task_is_reclaimed(server, start_worker) -> None:  # type
     # a worker that took the task and died before replying
     assert client.xreadgroup(keys.GROUP, "ghost", {keys.TASKS: ">"}, count=1)
     start_worker("--reclaim-idle-ms", "200")
-    answer = client.blpop([task.reply_to], timeout=30)
-    assert answer is not None
-    reply = q.Reply.FromString(answer[1])
-    assert reply.page.results == 3
+    assert await_reply(client, task).page.results == 3
     assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
 
 
-def test_a_task_that_keeps_failing_is_dead_lettered(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_a_task_that_keeps_failing_is_dead_lettered(server, start_worker, await_reply) -> None:
     client = redis.Redis.from_url(server.url)
     client.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     task = q.Task(id="t2", dataset="watdiv", query="ASK {}", reply_to=keys.reply("t2"))
@@ -94,27 +102,24 @@ def test_a_task_that_keeps_failing_is_dead_lettered(server, start_worker) -> Non
     for n in range(keys.MAX_DELIVERIES):  # it killed every worker that took it
         client.xclaim(keys.TASKS, keys.GROUP, f"ghost-{n + 2}", min_idle_time=0, message_ids=[entry])
     start_worker("--reclaim-idle-ms", "100")
-    answer = client.blpop([task.reply_to], timeout=30)
-    assert answer is not None
-    assert q.Reply.FromString(answer[1]).error.kind == "dead-letter"
+    assert await_reply(client, task).error.kind == "dead-letter"
     assert client.xlen(keys.DEAD_LETTERS) == 1
     assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
 
 
-def test_sigterm_finishes_the_quantum_in_hand(server, start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_finishes_the_quantum_in_hand(server, start_worker, await_reply) -> None:
     worker = start_worker()
     client = redis.Redis.from_url(server.url)
     task = q.Task(id="t3", dataset="watdiv", query=LIKES, reply_to=keys.reply("t3"), enqueued_at=time.time())
     client.xadd(keys.TASKS, {"task": task.SerializeToString()})
     time.sleep(0.001)
     worker.send_signal(signal.SIGTERM)
-    answer = client.blpop([task.reply_to], timeout=30)
-    assert answer is not None and q.Reply.FromString(answer[1]).HasField("page")
+    assert await_reply(client, task).HasField("page")
     assert worker.wait(timeout=10) == 0
     assert client.zcard(keys.WORKERS) == 0
 
 
-def test_rows_as_terms_give_the_json_pages_solutions(server, start_worker, submit) -> None:  # type: ignore[no-untyped-def]
+def test_rows_as_terms_give_the_json_pages_solutions(server, start_worker, submit) -> None:
     """A task asking for rows as terms (ROW_FORMAT_TERMS) gets, page after page,
     the solutions the pre-rendered JSON pages have."""
     start_worker()

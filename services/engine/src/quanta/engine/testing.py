@@ -4,19 +4,23 @@ and the reference answers of an independent engine (pyoxigraph)."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, cast
 
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.storage import TripleStore
+from quanta.engine.storage import TripleStore, available_backends
 from quanta.sparql.terms import nt_term
+
+if TYPE_CHECKING:
+    import pyoxigraph
 
 Row = tuple[str | None, ...]
 Solution = tuple[tuple[str, str], ...]  # (variable, N-Triples term) pairs, sorted, unbound left out
@@ -36,6 +40,11 @@ def shared_dir() -> Path:
         if (base / "shared" / "datasets").is_dir():
             return base / "shared"
     return Path.cwd().parent / "shared"
+
+
+def backends_under_test() -> list[str]:
+    """The storage backends tests run on: $QUANTA_TEST_BACKENDS (say `native`), else every one installed."""
+    return [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
 
 
 def converter() -> str:
@@ -74,16 +83,58 @@ def write_hdt(ntriples: str | bytes, directory: Path, name: str = "data") -> Pat
     return target
 
 
-def oxigraph_rows(store: Any, query: str) -> Counter[Solution] | bool:
-    """The reference answer: a multiset of solutions, or ASK's boolean.
-    `store` is a pyoxigraph.Store."""
+def oxigraph_store(ntriples: Path) -> pyoxigraph.Store:
+    """The independent engine over an N-Triples file (gzipped if it ends in .gz)."""
     import pyoxigraph as ox
 
-    result = store.query(query)
+    store = ox.Store()
+    if ntriples.suffix != ".gz":
+        store.bulk_load(path=ntriples, format=ox.RdfFormat.N_TRIPLES)
+        return store
+    with cast(IO[bytes], gzip.open(ntriples)) as f:  # a GzipFile reads bytes, whatever typeshed calls it
+        store.bulk_load(f, ox.RdfFormat.N_TRIPLES)
+    return store
+
+
+def oxigraph_rows(store: pyoxigraph.Store, query: str, default_graph: Sequence[str] = ()) -> Counter[Solution] | bool:
+    """The reference answer of a SELECT or ASK query: a multiset of solutions, or the boolean.
+    `default_graph`: the named graphs whose merge is the default graph (else the store's)."""
+    import pyoxigraph as ox
+
+    graphs: list[ox.NamedNode | ox.BlankNode | ox.DefaultGraph] = [ox.NamedNode(g) for g in default_graph]
+    return oxigraph_answer(store.query(query, default_graph=graphs or None))
+
+
+def oxigraph_answer(
+    result: pyoxigraph.QuerySolutions | pyoxigraph.QueryBoolean | pyoxigraph.QueryTriples,
+) -> Counter[Solution] | bool:
+    """Results pyoxigraph gave or read (`parse_query_results`) as `oxigraph_rows` gives them."""
+    import pyoxigraph as ox
+
     if isinstance(result, ox.QueryBoolean):
         return bool(result)
+    assert isinstance(result, ox.QuerySolutions), "a SELECT or ASK query"
     names = [v.value for v in result.variables]
     return Counter(_solution((n, None if s[n] is None else str(s[n])) for n in names) for s in result)
+
+
+def oxigraph_count(store: pyoxigraph.Store, pattern: str) -> int:
+    """How many solutions a group graph pattern (`?s <p> ?o .`, say) has."""
+    import pyoxigraph as ox
+
+    solutions = store.query(f"SELECT (COUNT(*) AS ?c) WHERE {{ {pattern} }}")
+    assert isinstance(solutions, ox.QuerySolutions)
+    (row,) = solutions
+    count = row["c"]
+    assert isinstance(count, ox.Literal)
+    return int(count.value)
+
+
+def oxigraph_solutions(store: pyoxigraph.Store, query: str) -> Counter[Solution]:
+    """The reference answer of a SELECT query."""
+    rows = oxigraph_rows(store, query)
+    assert not isinstance(rows, bool), "a SELECT query"
+    return rows
 
 
 def as_multiset(head: list[str], rows: Iterable[Row]) -> Counter[Solution]:

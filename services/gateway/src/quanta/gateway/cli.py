@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_settings() -> Settings | None:
     """Settings and catalog, or None after saying what is wrong (fail before forking workers)."""
     try:
-        settings = Settings()  # type: ignore[call-arg]
+        settings = Settings()
         load_catalog(settings.catalog)
     except (ValidationError, CatalogError) as error:
         print(f"quanta gateway: {error}", file=sys.stderr)

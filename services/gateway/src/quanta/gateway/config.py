@@ -118,4 +118,4 @@ def parse_keys(spec: str, allow_short: bool = False) -> list[tuple[str, bytes]]:
 @lru_cache
 def get_settings() -> Settings:
     """The settings of this process (tests pass their own to create_app instead)."""
-    return Settings()  # type: ignore[call-arg]
+    return Settings()

@@ -21,6 +21,7 @@ class TripleStore(Protocol):
     and `storage.hdt` (pyHDT, the reference) implement it."""
 
     name: str
+    backend: str  # one of BACKENDS
     version: int  # 64-bit fingerprint of the file build; saved plans carry it
     triples: int
 
