@@ -92,6 +92,9 @@ class Quanta:
         self.redis.start()
         self.workers = [self._worker(i) for i in range(len(self.metrics_ports))]
         self.start_gateway()
+        for worker, port in zip(self.workers, self.metrics_ports, strict=True):  # a dead one fails here, not later
+            if not wait_ready(f"http://127.0.0.1:{port}", worker, timeout=120):
+                raise RuntimeError(f"a worker did not become ready (log: {self.dir / 'service.log'})")
         return self
 
     def _worker(self, i: int) -> subprocess.Popen[bytes]:

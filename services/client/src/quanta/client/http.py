@@ -35,6 +35,8 @@ class HttpTransport:
         return await asyncio.to_thread(self.run_sync, request)
 
     def run_sync(self, request: SubRequest) -> SubPage:
+        if request.render is not None or request.columns:  # /v1 answers rows: never an empty page instead
+            raise QueryError(ErrorKind.INVALID_REQUEST, "the /v1 protocol returns rows, not pages rendered as text")
         body: dict[str, str] = {"query": request.query} if request.query is not None else {"next": request.next or ""}
         if request.graph is not None:
             body["graph"] = request.graph

@@ -52,7 +52,7 @@ class Dataset:
     max_results: int = 100_000
     max_page_bytes: int = 1 << 20
     plan_mode: str = "auto"
-    # Seed 003 (function vs data shipping): ship the state while it is small,
+    # As "To Ship or Not to (Function) Ship" argues: ship the state while it is small,
     # keep it server-side when sending it back and forth costs more than a
     # Redis round trip. Saved plans are ~100-300 B on WatDiv, so "auto" sends
     # nearly every plan by value; large VALUES blocks or wide plans go by reference.

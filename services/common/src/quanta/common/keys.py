@@ -36,7 +36,7 @@ def plan(ref: str) -> str:
 
 
 # How long a client may take to ask for the next page of a query whose plan
-# is kept by reference (the default; the catalog can set it per dataset).
+# is kept by reference (a plan larger than the dataset's plan_threshold_bytes).
 PLAN_TTL_S = 900
 
 
@@ -57,3 +57,9 @@ def query_rate(client: str) -> str:
     """A client's token bucket for new SPARQL endpoint queries (the quanta of
     an admitted query are not charged to `rate`)."""
     return f"{PREFIX}query-rate:{client}"
+
+
+def index_lock(index: str) -> str:
+    """Held (30 min at most) by the one worker building a missing side index
+    (`index`, its path) while the others on the same file wait for it."""
+    return f"{PREFIX}lock:index:{index}"

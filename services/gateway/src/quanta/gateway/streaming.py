@@ -219,10 +219,12 @@ class ResultStream(Response):
         finally:
             if not producing.done():  # the client left, or this request was cancelled
                 producing.cancel()
-                self._outcome("disconnected", output)
                 scope.setdefault("state", {})["client_closed"] = True
-                with contextlib.suppress(asyncio.CancelledError):
-                    await producing
+                try:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await producing
+                finally:  # counted once the query is ended: no task of it is queued after this
+                    self._outcome("disconnected", output)
             watching.cancel()
 
     async def _run(self, output: Output, scope: Scope, send: Send) -> None:

@@ -45,7 +45,7 @@ def _json_logging() -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Turn RDF dumps (N-Triples .nt, N-Quads .nq, Turtle .ttl; plain or gzip) into one HDT file, "
-        "its side index (.hdt.index.v1-1) and a metadata file (.hdt.meta.json). "
+        "its side index (.hdt.quanta-index.v1) and a metadata file (.hdt.meta.json). "
         "N-Quads: triples in named graphs are merged into the default graph. "
         "With several inputs, blank nodes are kept apart per input file."
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import redis
 
+from quanta.common import keys
 from quanta.common.catalog import CatalogError, Dataset, load_catalog
 from quanta.common.connect import sync_client
 from quanta.common.logs import setup_json_logging
@@ -106,7 +107,7 @@ def open_dataset(dataset: Dataset, client: redis.Redis, graph: str | None = None
     assert path is not None
     name = dataset.name if graph is None else f"{dataset.name} <{graph}>"
     index = Path(side_index_path(str(path), backend))
-    lock = f"quanta:lock:index:{index}"
+    lock = keys.index_lock(str(index))
     while not index.exists():
         if client.set(lock, "1", nx=True, ex=1800):
             try:
