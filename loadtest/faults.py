@@ -164,10 +164,12 @@ def main() -> None:
     path = results / "faults.json"
     if args.faults != list(FAULTS) and path.exists():  # some faults again: keep the others' runs
         data["runs"] = [r for r in json.loads(path.read_text())["runs"] if r["fault"] not in args.faults]
+    started = time.monotonic()
     for fault in args.faults:
         entry = run_fault(fault, args, out)
         data["runs"].append(entry)
         data["runs"].sort(key=lambda r: FAULTS.index(r["fault"]))
+        data["elapsed_min"] = round((time.monotonic() - started) / 60, 1)  # this invocation's faults
         path.write_text(json.dumps(data, indent=1) + "\n")
         print(json.dumps({"fault": fault, "restart_s": entry["restart_s"], **entry["clients"]}), flush=True)
     print(f"results: {path}")
