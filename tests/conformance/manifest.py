@@ -92,6 +92,7 @@ def load_cases(root: Path, manifests: list[str]) -> list[Case]:
     following mf:include, in manifest order."""
     cases: list[Case] = []
     seen: set[Path] = set()
+    root = root.resolve()  # manifests are resolved: the root too (../shared may be a symlink)
     for manifest in manifests:
         cases += _read_manifest(root, (root / manifest).resolve(), seen)
     return cases

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
 from quanta.engine.context import _unbounded
+from quanta.engine.operators.native import NativeChain
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
@@ -247,6 +248,14 @@ def run(
     limit = page.limit()
     quantum.start()
     try:
+        if isinstance(plan.root, NativeChain):  # a batch at a time: its size is what the page wants
+            for batch in plan.root.batches((0,) * plan.ctx.width):
+                rows += batch
+                if len(rows) >= limit:
+                    if page.full():
+                        return rows, False
+                    limit = page.limit()
+            return rows, True
         for mapping in plan.mappings():
             rows.append(mapping)
             if len(rows) >= limit:

@@ -25,6 +25,8 @@ from quanta.worker.runner import Runner, error
 
 log = logging.getLogger("quanta.worker")
 
+Entry = tuple[bytes, dict[bytes, bytes]]  # a task's stream entry: id, fields
+
 HEARTBEAT_S = 1.0
 RECLAIM_EVERY_S = 0.5
 
@@ -61,12 +63,14 @@ class Consumer:
 
     def serve(self) -> None:
         backoff = 0.1
-        while not self.stopping:
+        ahead: list[Entry] = []  # the next task, read in the round trip that wrote the last reply
+        while not self.stopping or ahead:  # a task read ahead is in hand: finish it before stopping
             try:
                 self.heartbeat()
-                for entry_id, fields in self.reclaim() or self.read():
+                entries, ahead = ahead or self.reclaim() or self.read(), []
+                for i, (entry_id, fields) in enumerate(entries):
                     self.health.record(redis_ok=True)
-                    self.handle(entry_id, fields)
+                    ahead = self.handle(entry_id, fields, read_next=i == len(entries) - 1)
                 self.health.record(redis_ok=True)
                 backoff = 0.1
             except redis.ResponseError as e:
@@ -74,6 +78,7 @@ class Consumer:
                     raise
                 self.ensure_group()  # Redis restarted empty: recreate the stream and group
             except (redis.ConnectionError, redis.TimeoutError) as e:
+                ahead = []  # if it was read, it stays pending: reclaimed after reclaim_idle_ms
                 self.health.record(redis_ok=False)
                 log.warning("redis unavailable (%s); retrying in %.1fs", e, backoff)
                 time.sleep(backoff)
@@ -97,16 +102,21 @@ class Consumer:
         with contextlib.suppress(redis.RedisError):
             self.redis.zrem(keys.WORKERS, self.name)
 
-    def read(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        answer: Any = self.redis.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=self.block_ms)
-        return answer[0][1] if answer else []
+    def read(self) -> list[Entry]:
+        """The next task for this worker, waiting up to block_ms."""
+        return _entries(self._xreadgroup(self.redis))
 
-    def reclaim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    def _xreadgroup(self, client: Any) -> Any:  # the client, or a pipeline to queue the command on
+        return client.xreadgroup(keys.GROUP, self.name, {keys.TASKS: ">"}, count=1, block=self.block_ms)
+
+    def reclaim_due(self) -> bool:
+        return time.monotonic() - self._reclaimed >= RECLAIM_EVERY_S
+
+    def reclaim(self) -> list[Entry]:
         """Take over one task idle for too long (its worker died)."""
-        now = time.monotonic()
-        if now - self._reclaimed < RECLAIM_EVERY_S:
+        if not self.reclaim_due():
             return []
-        self._reclaimed = now
+        self._reclaimed = time.monotonic()
         reclaimed: Any = self.redis.xautoclaim(
             keys.TASKS, keys.GROUP, self.name, min_idle_time=self.reclaim_idle_ms, start_id="0-0", count=1
         )
@@ -125,7 +135,9 @@ class Consumer:
                 taken.append((entry_id, fields))
         return taken
 
-    def handle(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+    def handle(self, entry_id: bytes, fields: dict[bytes, bytes], read_next: bool = False) -> list[Entry]:
+        """Run a task and reply; with `read_next`, the next task comes back with the reply's round
+        trip (unless the worker is stopping or a reclaim is due, which go before a new task)."""
         task = q.Task.FromString(fields[b"task"])
         started = time.time()
         try:
@@ -133,17 +145,27 @@ class Consumer:
         except Exception:  # a bug, not a bad task: answer rather than crash-loop
             log.exception("task %s failed", task.id)
             reply, page = error(task, ErrorKind.INTERNAL, "the worker failed on this task"), None
-        self.finish(entry_id, task, reply)  # the client is waiting: bookkeeping comes after
+        read_next = read_next and not self.stopping and not self.reclaim_due()
+        ahead = self.finish(entry_id, task, reply, read_next)  # the client is waiting: bookkeeping comes after
         if page is not None:
             metrics.observe(task.dataset, page, max(0.0, started - task.enqueued_at) if task.enqueued_at else 0.0)
         outcome = reply.error.kind if reply.HasField("error") else "page"
         metrics.TASKS.labels(task.dataset, outcome).inc()
+        return ahead
 
-    def finish(self, entry_id: bytes, task: q.Task, reply: q.Reply) -> None:
-        """Write the reply and acknowledge the task, atomically (FINISH_LUA)."""
-        self._finish(
-            keys=[task.reply_to, keys.TASKS], args=[reply.SerializeToString(), keys.REPLY_TTL_S, keys.GROUP, entry_id]
-        )
+    def finish(self, entry_id: bytes, task: q.Task, reply: q.Reply, read_next: bool = False) -> list[Entry]:
+        """Write the reply and acknowledge the task, atomically (FINISH_LUA); with `read_next`,
+        then read the next task, in the same round trip (a pipeline: EVAL, which never meets
+        NOSCRIPT, then XREADGROUP)."""
+        args: list[bytes | str | int] = [reply.SerializeToString(), keys.REPLY_TTL_S, keys.GROUP, entry_id]
+        if not read_next:
+            self._finish(keys=[task.reply_to, keys.TASKS], args=args)
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.eval(FINISH_LUA, 2, task.reply_to, keys.TASKS, *args)
+        self._xreadgroup(pipe)
+        _, answer = pipe.execute()
+        return _entries(answer)
 
     def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> None:
         task = q.Task.FromString(fields[b"task"])
@@ -157,3 +179,8 @@ class Consumer:
         )
         message = f"the task failed on {deliveries} workers and was set aside"
         self.finish(entry_id, task, error(task, ErrorKind.DEAD_LETTER, message))
+
+
+def _entries(answer: Any) -> list[Entry]:
+    """XREADGROUP's answer (one stream) as its entries."""
+    return answer[0][1] if answer else []

@@ -91,6 +91,21 @@ class NativeChain(Operator):
         self.pending: list | None = None  # type: ignore[type-arg]
 
     def iterate(self, mu: Mapping) -> Iterator[Mapping]:
+        for start, rows in self._runs(mu):
+            self.pending = pending = [start, 0, len(rows), mu]
+            for taken, row in enumerate(rows, 1):
+                pending[1] = taken  # consumed before it is yielded, as every operator does
+                yield row
+            self.pending = None
+
+    def batches(self, mu: Mapping) -> Iterator[list[Mapping]]:
+        """The rows a batch at a time, for a consumer that takes each batch whole (`execute.run`
+        when the whole plan is this chain): no step per row, and the native state stays exact."""
+        for _, rows in self._runs(mu):
+            yield rows
+
+    def _runs(self, mu: Mapping) -> Iterator[tuple[list[int], list[Mapping]]]:
+        """(state before the batch, its rows), as long as the chain runs."""
         pipeline = self.pipeline
         quantum = self.ctx.quantum
         native_clock = type(quantum) is Quantum
@@ -106,11 +121,7 @@ class NativeChain(Operator):
             left = quantum.deadline - perf_counter() if native_clock else None
             rows, status = pipeline.run(mu, size, quantum, QuantumExpired, left, CHECK_EVERY)
             if rows:
-                self.pending = pending = [start, 0, len(rows), mu]
-                for taken, row in enumerate(rows, 1):
-                    pending[1] = taken  # consumed before it is yielded, as every operator does
-                    yield row
-                self.pending = None
+                yield start, rows
             if status == EXPIRED:
                 raise QuantumExpired
             if status == DONE:
