@@ -250,7 +250,7 @@ def render(result: dict[str, Any]) -> None:
     short, star, constants, alone, busy = p["short"], p["star"], p["short_constants"], r["alone"], r["while_heavy"]
     body = "\n".join([
         f"`python bench/endpoint.py --dataset {result['dataset']}` ({m['date']}, {m['cpu']}, {m['nproc']} cores,",
-        f"load average {m['load_average_at_start'][0]} at the start: the machine was shared with other work).",
+        f"load average {m['load_average_at_start'][0]} at the start).",
         f"quanta: `quanta up`, 2 workers, 75 ms quantum; Fuseki {result['fuseki_version']}, dataset in memory; both",
         "up at once, each query sent to one then the other, never concurrently; medians of",
         f"{result['rounds']} rounds after a warm-up. Times in ms, read as TSV over HTTP: *first* is the header and",
