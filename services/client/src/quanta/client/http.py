@@ -13,7 +13,7 @@ from typing import Any
 
 import urllib3
 
-from quanta.client.client import _pool, _problem
+from quanta.client.client import _pool, _problem, json_body
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.sparql.errors import PROBLEM_BASE, ErrorKind
 from quanta.sparql.reader import row_from_json
@@ -50,7 +50,7 @@ class HttpTransport:
             raise QueryError(ErrorKind.UNREACHABLE, f"{self.url}: {error}") from error
         if response.status != 200:
             raise problem_error(response.status, _problem(response), response.headers.get("Retry-After"))
-        data = response.json()
+        data = json_body(response)
         variables = list(data.get("head", {}).get("vars", []) or [])
         bindings = data.get("results", {}).get("bindings", [])
         return SubPage(
@@ -76,7 +76,7 @@ class HttpTransport:
             raise QueryError(ErrorKind.UNREACHABLE, f"{self.url}: {error}") from error
         if response.status != 200:
             raise problem_error(response.status, _problem(response), None)
-        return list(response.json()["datasets"])
+        return list(json_body(response)["datasets"])
 
 
 def problem_error(status: int, problem: dict[str, Any], retry_after: str | None) -> QueryError:
