@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
+from itertools import islice
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
 from quanta.client.ops.spill import Partitions, RowFile
@@ -119,54 +120,56 @@ class Distinct(Op):
         return [self.child]
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
-        limit = ctx.budgets.memory_rows
         pacer = Pacer(ctx.budgets.yield_rows)
-        seen: set[Row] = set()
-        spill: Partitions | None = None
+        seen = _Seen(ctx, 0)
         async for batch in self.child.run(ctx):
-            out = []
-            for row in batch:
-                if row in seen:
-                    continue
-                if len(seen) < limit:
-                    seen.add(row)
-                    out.append(row)
-                else:
-                    if spill is None:
-                        spill = Partitions(ctx, "distinct", lambda r: r, 0)
-                    spill.add(row)
+            out = seen.new(batch)
             await pacer.tick(len(batch))
             yield out
-        if spill is not None:
-            seen.clear()
-            for part in spill.finish():
-                async for out in _distinct_file(ctx, part, 1, pacer):
-                    yield out
+        async for out in seen.spilled(pacer):
+            yield out
+
+
+class _Seen:
+    """The rows seen so far, up to the memory budget; unseen rows beyond it go to
+    partitions on disk (at `depth`), each deduplicated at the end, one level deeper."""
+
+    def __init__(self, ctx: Context, depth: int) -> None:
+        self.ctx, self.depth = ctx, depth
+        self.rows: set[Row] = set()
+        self.spill: Partitions | None = None
+
+    def new(self, rows: Iterable[Row]) -> Batch:
+        """The rows not seen before that memory holds (the others beyond the budget spilled)."""
+        seen, limit, out = self.rows, self.ctx.budgets.memory_rows, []
+        for row in rows:
+            if row in seen:
+                continue
+            if len(seen) < limit:
+                seen.add(row)
+                out.append(row)
+            else:
+                if self.spill is None:
+                    self.spill = Partitions(self.ctx, "distinct", lambda r: r, self.depth)
+                self.spill.add(row)
+        return out
+
+    async def spilled(self, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        """The spilled rows, each once: partition by partition, with the memory freed first."""
+        if self.spill is None:
+            return
+        self.rows.clear()
+        for part in self.spill.finish():
+            async for out in _distinct_file(self.ctx, part, self.depth + 1, pacer):
+                yield out
 
 
 async def _distinct_file(ctx: Context, rows: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
-    limit = ctx.budgets.memory_rows
-    seen: set[Row] = set()
-    spill: Partitions | None = None
-    out: Batch = []
-    for row in rows:
-        if row in seen:
-            continue
-        if len(seen) < limit:
-            seen.add(row)
-            out.append(row)
-        else:
-            if spill is None:
-                spill = Partitions(ctx, "distinct", lambda r: r, depth)
-            spill.add(row)
-        if len(out) >= 4096:
-            await pacer.tick(len(out))
-            yield out
-            out = []
+    seen, unread = _Seen(ctx, depth), iter(rows)
+    while chunk := list(islice(unread, 4096)):
+        out = seen.new(chunk)
+        await pacer.tick(len(chunk))
+        yield out
     rows.delete()
-    yield out
-    if spill is not None:
-        seen.clear()
-        for part in spill.finish():
-            async for more in _distinct_file(ctx, part, depth + 1, pacer):
-                yield more
+    async for more in seen.spilled(pacer):
+        yield more
