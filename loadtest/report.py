@@ -69,10 +69,16 @@ def by(runs: list[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], dict[str
     return {tuple(r.get(k) for k in keys): r for r in runs}
 
 
-def wct(data: dict[str, Any]) -> str:
+def measured(data: dict[str, Any], point: str) -> tuple[dict[str, Any], list[str], dict[tuple[Any, ...], Any]]:
+    """An experiment's config, the systems it ran (in the config's order), and its runs
+    by (system, workers, `point`)."""
     runs, cfg = data["runs"], data["config"]
     systems = [s for s in cfg["systems"] if any(r["system"] == s for r in runs)]
-    index = by(runs, "system", "workers", "n")
+    return cfg, systems, by(runs, "system", "workers", point)
+
+
+def wct(data: dict[str, Any]) -> str:
+    cfg, systems, index = measured(data, "n")
     out = [f"**Workload completion time and time for first results** (after *SaGe: Web Preemption for Public "
            f"SPARQL Query Services*, figures 8 to 10). {provenance(data)}",
            f"N clients start at once on watdiv-1m, each with a workload of its own ({cfg['rounds']} x one random "
@@ -127,9 +133,7 @@ def _plot_wct(data: dict[str, Any], systems: list[str]) -> str:
 
 
 def icwe(data: dict[str, Any]) -> str:
-    runs, cfg = data["runs"], data["config"]
-    systems = [s for s in cfg["systems"] if any(r["system"] == s for r in runs)]
-    index = by(runs, "system", "workers", "n")
+    cfg, systems, index = measured(data, "n")
     out = [f"**Throughput, timeouts and completeness under loaders** (after *SaGe: a preemptive SPARQL server for "
            f"online knowledge graphs*). {provenance(data)}",
            f"n-1 loaders run the heaviest 20% of the basic queries (40, by results.tsv's reference time) over and "
@@ -180,12 +184,11 @@ def icwe(data: dict[str, Any]) -> str:
 
 
 def qmph(data: dict[str, Any]) -> str:
-    runs, cfg = data["runs"], data["config"]
-    systems = [s for s in cfg["systems"] if any(r["system"] == s for r in runs)]
-    index = by(runs, "system", "workers", "users")
+    cfg, systems, index = measured(data, "users")
     out = [f"**Query mixes per hour** (the Berlin SPARQL Benchmark's measure, at its 1, 4, 8 and 64 clients). "
            f"{provenance(data)}",
-           f"Each user loops over its own mix (one instance of each of the {runs[0].get('mix', 20)} basic templates, "
+           f"Each user loops over its own mix (one instance of each of the {data['runs'][0].get('mix', 20)} basic "
+           f"templates, "
            f"in its own order) for {cfg['seconds']} s; QMpH = completed queries / mix size, per hour of run. Every "
            f"count checked. Locust CPU: the load generator's CPU time over the run's (one process: 100% is one core "
            f"saturated, and then it, not the service, bounds the figure)."]  # fmt: skip
