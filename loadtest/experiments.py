@@ -146,6 +146,16 @@ def systems(names: list[str], workers: int, quota_s: float) -> Iterator[dict[str
         yield up
 
 
+def side_by_side(args: argparse.Namespace, points: list[int], tag: str) -> Iterator[tuple[int, int, str, System, str]]:
+    """For each worker count (every system up at once) and each point (clients or users), every
+    system in turn: (workers, point, system name, system, the run's label)."""
+    for workers in args.workers:
+        with systems(args.systems, workers, args.quota_s) as up:
+            for point in points:
+                for name, s in up.items():
+                    yield workers, point, name, s, f"{name}-w{workers}-{tag}{point}"
+
+
 _FUSEKI: dict[float | None, service.Fuseki] = {}
 
 
@@ -167,14 +177,10 @@ def wct(args: argparse.Namespace) -> None:
     config = {"clients": args.clients, "workers": args.workers, "systems": args.systems, "rounds": args.rounds,
               "quota_s": args.quota_s, "dataset": "watdiv-1m", "workload": "basic"}  # fmt: skip
     with Results("wct", args.quick, config) as results:
-        for workers in args.workers:
-            with systems(args.systems, workers, args.quota_s) as up:
-                for n in args.clients:
-                    for name, s in up.items():  # side by side, at each N
-                        label = f"{name}-w{workers}-n{n}"
-                        run = runner.locust(s.host, s.user, n, results.out, label, "--workload", "basic", "--rounds",
-                                            str(args.rounds), "--passes", "1", *s.options)  # fmt: skip
-                        results.add({"system": name, "workers": workers, "n": n} | summarize(run))
+        for workers, n, name, s, label in side_by_side(args, args.clients, "n"):
+            run = runner.locust(s.host, s.user, n, results.out, label, "--workload", "basic", "--rounds",
+                                str(args.rounds), "--passes", "1", *s.options)  # fmt: skip
+            results.add({"system": name, "workers": workers, "n": n} | summarize(run))
 
 
 def icwe(args: argparse.Namespace) -> None:
@@ -186,22 +192,18 @@ def icwe(args: argparse.Namespace) -> None:
     config = {"clients": args.clients, "workers": args.workers, "systems": args.systems, "quota_s": args.quota_s,
               "rounds": args.rounds, "dataset": "watdiv-1m", "workload": "basic"}  # fmt: skip
     with Results("icwe", args.quick, config) as results:
-        for workers in args.workers:
-            with systems(args.systems, workers, args.quota_s) as up:
-                for n in args.clients:
-                    for name, s in up.items():
-                        label = f"{name}-w{workers}-n{n}"
-                        before = s.quanta.worker_metrics() if s.quanta else []
-                        options = ["--workload", "basic", "--rounds", str(args.rounds), "--measure-one"]
-                        options += ["--query-timeout", str(args.quota_s)]
-                        run = runner.locust(s.host, s.user, n, results.out, label, *options, *s.options)
-                        entry = {"system": name, "workers": workers, "n": n} | summarize(run)
-                        m = entry["queries"]
-                        entry["timeouts"] = entry["cut"]
-                        entry["qph"] = round(m / max(entry["wct_s"] or 1e-9, 1e-9) * 3600) if m else None
-                        after = s.quanta.worker_metrics() if s.quanta else []
-                        entry["overhead"] = _overhead(before, after, QUANTA_SYSTEMS.get(name))
-                        results.add(entry)
+        for workers, n, name, s, label in side_by_side(args, args.clients, "n"):
+            before = s.quanta.worker_metrics() if s.quanta else []
+            options = ["--workload", "basic", "--rounds", str(args.rounds), "--measure-one"]
+            options += ["--query-timeout", str(args.quota_s)]
+            run = runner.locust(s.host, s.user, n, results.out, label, *options, *s.options)
+            entry: dict[str, Any] = {"system": name, "workers": workers, "n": n} | summarize(run)
+            m = entry["queries"]
+            entry["timeouts"] = entry["cut"]
+            entry["qph"] = round(m / max(entry["wct_s"] or 1e-9, 1e-9) * 3600) if m else None
+            after = s.quanta.worker_metrics() if s.quanta else []
+            entry["overhead"] = _overhead(before, after, QUANTA_SYSTEMS.get(name))
+            results.add(entry)
 
 
 def _overhead(before: list[str], after: list[str], quantum_ms: float | None) -> dict[str, Any] | None:
@@ -238,20 +240,16 @@ def qmph(args: argparse.Namespace) -> None:
               "dataset": "watdiv-1m", "workload": "basic"}  # fmt: skip
     mix = len({q.name for q in workload.basic(workload.watdiv_dir())})
     with Results("qmph", args.quick, config) as results:
-        for workers in args.workers:
-            with systems(args.systems, workers, args.quota_s) as up:
-                for users in args.users:
-                    for name, s in up.items():
-                        label = f"{name}-w{workers}-u{users}"
-                        run = runner.locust(s.host, s.user, users, results.out, label, "--workload", "basic",
-                                            *s.options, run_time=f"{args.seconds}s")  # fmt: skip
-                        entry = {"system": name, "workers": workers, "users": users} | summarize(run)
-                        done = [q for q in run.queries if q["status"] == "ok"]
-                        ends = [q["started"] + q["total_s"] for q in run.queries]
-                        span = max(ends) - min(q["started"] for q in run.queries) if ends else 1.0
-                        entry["qmph"] = round(len(done) / mix / span * 3600, 1)
-                        entry["mix"] = mix
-                        results.add(entry)
+        for workers, users, name, s, label in side_by_side(args, args.users, "u"):
+            run = runner.locust(s.host, s.user, users, results.out, label, "--workload", "basic",
+                                *s.options, run_time=f"{args.seconds}s")  # fmt: skip
+            entry = {"system": name, "workers": workers, "users": users} | summarize(run)
+            done = [q for q in run.queries if q["status"] == "ok"]
+            ends = [q["started"] + q["total_s"] for q in run.queries]
+            span = max(ends) - min(q["started"] for q in run.queries) if ends else 1.0
+            entry["qmph"] = round(len(done) / mix / span * 3600, 1)
+            entry["mix"] = mix
+            results.add(entry)
 
 
 def requests_per_query(args: argparse.Namespace) -> None:
