@@ -5,13 +5,13 @@ so far and the same saved plan, byte for byte; and the same total steps."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from quanta.engine.execute import decode, run
+from quanta.engine.execute import decode, edge, run
 from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeChain
 from quanta.engine.operators.slice import Slice
 from quanta.engine.plan import Plan
@@ -154,3 +154,34 @@ def test_a_page_cut_inside_a_batch_resumes_exactly(watdiv_copy: Path) -> None:
             break
         saved = plan.save()
     assert rows == everything
+
+
+def test_a_whole_chain_hands_its_page_over_as_one_buffer(watdiv_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python object per row: when the plan is one chain, a page's rows are a buffer of ids,
+    which reads as the Python operators' tuples (length, index, slice, iteration) and is
+    written and decoded to the same results."""
+    store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
+    query = f"SELECT * WHERE {{ ?s <{W}likes> ?p . ?s <{W}friendOf> ?f }}"
+
+    def page() -> tuple[Plan, Sequence[tuple[int, ...]]]:
+        plan = compile_query(query, store)
+        plan.ctx.quantum = quantum = Quantum(None)
+        rows, done = run(plan, quantum, max_results=3000)
+        assert not done
+        return plan, rows
+
+    plan, rows = page()
+    assert isinstance(plan.root, NativeChain) and not isinstance(rows, list)
+    with monkeypatch.context() as m:
+        m.setenv(NATIVE_EXEC_ENV, "0")
+        python_plan, expected = page()
+    assert isinstance(expected, list) and len(expected) == len(rows) == 3000
+    assert list(rows) == expected
+    assert rows[-1] == expected[-1] and rows[5] == expected[5]
+    assert list(rows[10:20]) == expected[10:20] and len(rows[2990:5000]) == 10
+    _, decoder, renderer = edge(plan)
+    assert renderer is not None
+    assert renderer("json", rows) == renderer("json", expected)
+    assert decoder(rows) == decoder(expected) == decode(python_plan, expected)
+    with pytest.raises(IndexError):
+        rows[3000]

@@ -5,9 +5,9 @@ use crate::hdt::Hdt;
 use crate::index;
 use crate::render::Format;
 use crate::store::{Cursor, Store};
-use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyList, PySlice, PyString, PyTuple};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -132,16 +132,17 @@ impl NativeHdt {
         })
     }
 
-    /// `rows` (tuples of ids) projected on `projection`, in `format` (json,
-    /// tsv, csv, xml: `render::Format::rows`), with `keys` what precedes each
-    /// column's term (JSON: `"var":`, XML: `<binding name="var">`); negative
-    /// ids are `extra[-id - 1]` (terms outside the dictionary).
+    /// `rows` (a `Rows` buffer, or a list of tuples of ids) projected on
+    /// `projection`, in `format` (json, tsv, csv, xml: `render::Format::rows`),
+    /// with `keys` what precedes each column's term (JSON: `"var":`, XML:
+    /// `<binding name="var">`); negative ids are `extra[-id - 1]` (terms
+    /// outside the dictionary).
     fn render<'py>(
         &self,
         py: Python<'py>,
         format: &str,
         keys: Vec<Vec<u8>>,
-        rows: &Bound<'py, PyList>,
+        rows: &Bound<'py, PyAny>,
         projection: Vec<usize>,
         extra: Vec<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
@@ -150,6 +151,54 @@ impl NativeHdt {
         if keys.len() != projection.len() {
             return Err(PyValueError::new_err("one key per projected column"));
         }
+        with_ids(rows, |ids| {
+            self.render_ids(py, format, &keys, ids, &projection, &extra)
+        })
+    }
+
+    /// Rows of ids (a `Rows` buffer, or a list of tuples) to rows of term
+    /// strings (None: unbound), projected.
+    fn decode_rows<'py>(
+        &self,
+        py: Python<'py>,
+        rows: &Bound<'py, PyAny>,
+        projection: Vec<usize>,
+        extra: Vec<String>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        with_ids(rows, |ids| self.decode_ids(py, ids, &projection, &extra))
+    }
+
+    /// Strings of many ids at once (one call, one buffer).
+    fn extract_many<'py>(&self, py: Python<'py>, gids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
+        let mut buf = Vec::with_capacity(64);
+        let list = PyList::empty(py);
+        for gid in gids {
+            buf.clear();
+            self.store
+                .extract_into(gid, &mut buf)
+                .map_err(PyKeyError::new_err)?;
+            list.append(decoded(py, &buf)?)?;
+        }
+        Ok(list)
+    }
+}
+
+fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| PyValueError::new_err(format!("dictionary string: {e}")))?;
+    Ok(PyString::new(py, text))
+}
+
+impl NativeHdt {
+    fn render_ids<'py>(
+        &self,
+        py: Python<'py>,
+        format: Format,
+        keys: &[Vec<u8>],
+        ids: Ids<'_>,
+        projection: &[usize],
+        extra: &[String],
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let mut caches = self
             .terms
             .lock()
@@ -160,13 +209,12 @@ impl NativeHdt {
         }
         // Each row's cells as spans of the cache's arena (or of `local`, for extra terms).
         let mut spans: Vec<Option<(bool, u32, u32)>> =
-            Vec::with_capacity(rows.len() * projection.len());
+            Vec::with_capacity(ids.count * projection.len());
         let mut local: Vec<u8> = Vec::new();
         let mut buf = Vec::with_capacity(128);
-        for row in rows.iter() {
-            let row = row.cast::<PyTuple>()?;
-            for &slot in &projection {
-                let gid: i64 = row.get_item(slot)?.extract()?;
+        for r in 0..ids.count {
+            for &slot in projection {
+                let gid = ids.get(r, slot)?;
                 if gid == 0 {
                     spans.push(None);
                 } else if gid < 0 {
@@ -199,16 +247,16 @@ impl NativeHdt {
             })
         };
         let width = projection.len().max(1);
-        let mut out: Vec<u8> = Vec::with_capacity(rows.len() * 64 + 2);
+        let mut out: Vec<u8> = Vec::with_capacity(ids.count * 64 + 2);
         if projection.is_empty() {
             format.rows(
-                &keys,
-                (0..rows.len()).map(|_| std::iter::empty::<Option<&[u8]>>()),
+                keys,
+                (0..ids.count).map(|_| std::iter::empty::<Option<&[u8]>>()),
                 &mut out,
             );
         } else {
             format.rows(
-                &keys,
+                keys,
                 spans.chunks(width).map(|row| row.iter().map(cell)),
                 &mut out,
             );
@@ -216,13 +264,12 @@ impl NativeHdt {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Rows of ids to rows of term strings (None: unbound), projected.
-    fn decode_rows<'py>(
+    fn decode_ids<'py>(
         &self,
         py: Python<'py>,
-        rows: &Bound<'py, PyList>,
-        projection: Vec<usize>,
-        extra: Vec<String>,
+        ids: Ids<'_>,
+        projection: &[usize],
+        extra: &[String],
     ) -> PyResult<Bound<'py, PyList>> {
         let mut cache = self
             .strings
@@ -234,11 +281,10 @@ impl NativeHdt {
         let mut buf = Vec::with_capacity(128);
         let out = PyList::empty(py);
         let mut cells: Vec<Bound<'py, PyAny>> = Vec::with_capacity(projection.len());
-        for row in rows.iter() {
-            let row = row.cast::<PyTuple>()?;
+        for r in 0..ids.count {
             cells.clear();
-            for &slot in &projection {
-                let gid: i64 = row.get_item(slot)?.extract()?;
+            for &slot in projection {
+                let gid = ids.get(r, slot)?;
                 let cell = if gid == 0 {
                     py.None().into_bound(py)
                 } else if gid < 0 {
@@ -259,30 +305,161 @@ impl NativeHdt {
                 };
                 cells.push(cell);
             }
-            out.append(PyTuple::new(py, &cells)?)?;
+            out.append(untracked(PyTuple::new(py, &cells)?))?;
         }
         Ok(out)
     }
+}
 
-    /// Strings of many ids at once (one call, one buffer).
-    fn extract_many<'py>(&self, py: Python<'py>, gids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
-        let mut buf = Vec::with_capacity(64);
-        let list = PyList::empty(py);
-        for gid in gids {
-            buf.clear();
-            self.store
-                .extract_into(gid, &mut buf)
-                .map_err(PyKeyError::new_err)?;
-            list.append(decoded(py, &buf)?)?;
+/// Rows of ids, flat: row `r`'s slot `i` is `ids[r * width + i]`.
+#[derive(Clone, Copy)]
+struct Ids<'a> {
+    width: usize,
+    count: usize,
+    ids: &'a [i64],
+}
+
+impl Ids<'_> {
+    fn get(&self, row: usize, slot: usize) -> PyResult<i64> {
+        if slot >= self.width {
+            return Err(PyValueError::new_err(format!(
+                "slot {slot} of a row of {}",
+                self.width
+            )));
         }
-        Ok(list)
+        Ok(self.ids[row * self.width + slot])
     }
 }
 
-fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| PyValueError::new_err(format!("dictionary string: {e}")))?;
-    Ok(PyString::new(py, text))
+/// `f` over the ids of `rows`: a `Rows` buffer as it is, a list of tuples flattened.
+fn with_ids<R>(rows: &Bound<'_, PyAny>, f: impl FnOnce(Ids<'_>) -> PyResult<R>) -> PyResult<R> {
+    if let Ok(buffer) = rows.cast::<Rows>() {
+        let buffer = buffer.borrow();
+        return f(buffer.as_ids());
+    }
+    let list = rows.cast::<PyList>()?;
+    let mut ids: Vec<i64> = Vec::new();
+    let mut width = 0;
+    for row in list.iter() {
+        let row = row.cast::<PyTuple>()?;
+        width = row.len();
+        for item in row.iter() {
+            ids.push(item.extract()?);
+        }
+    }
+    if ids.len() != width * list.len() {
+        return Err(PyValueError::new_err("rows of different widths"));
+    }
+    f(Ids {
+        width,
+        count: list.len(),
+        ids: &ids,
+    })
+}
+
+/// Rows of ids as one flat buffer: what a native chain hands to a page, with
+/// no Python object per row (a page of a megabyte holds ~10^4 rows). Reads as
+/// a sequence of tuples; slices are buffers.
+#[pyclass(module = "quanta.native._core")]
+pub struct Rows {
+    width: usize,
+    count: usize,
+    ids: Vec<i64>,
+}
+
+impl Rows {
+    fn as_ids(&self) -> Ids<'_> {
+        Ids {
+            width: self.width,
+            count: self.count,
+            ids: &self.ids,
+        }
+    }
+
+    fn row<'py>(&self, py: Python<'py>, r: usize) -> PyResult<Bound<'py, PyTuple>> {
+        Ok(untracked(PyTuple::new(
+            py,
+            &self.ids[r * self.width..(r + 1) * self.width],
+        )?))
+    }
+}
+
+#[pymethods]
+impl Rows {
+    #[new]
+    fn new(width: usize) -> Self {
+        Rows {
+            width,
+            count: 0,
+            ids: Vec::new(),
+        }
+    }
+
+    #[getter]
+    fn width(&self) -> usize {
+        self.width
+    }
+
+    fn __len__(&self) -> usize {
+        self.count
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(slice) = index.cast::<PySlice>() {
+            let span = slice.indices(self.count as isize)?;
+            if span.step != 1 {
+                return Err(PyValueError::new_err("a slice of rows has step 1"));
+            }
+            let (start, len) = (span.start as usize, span.slicelength);
+            let ids = self.ids[start * self.width..(start + len) * self.width].to_vec();
+            let part = Rows {
+                width: self.width,
+                count: len,
+                ids,
+            };
+            return Ok(Bound::new(py, part)?.into_any());
+        }
+        let i: isize = index.extract()?;
+        let r = if i < 0 { i + self.count as isize } else { i };
+        if r < 0 || r as usize >= self.count {
+            return Err(PyIndexError::new_err("row index out of range"));
+        }
+        Ok(self.row(py, r as usize)?.into_any())
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> RowsIter {
+        RowsIter {
+            rows: slf.unbind(),
+            next: 0,
+        }
+    }
+}
+
+/// Iterator of a `Rows` buffer's rows, as tuples.
+#[pyclass(module = "quanta.native._core")]
+pub struct RowsIter {
+    rows: Py<Rows>,
+    next: usize,
+}
+
+#[pymethods]
+impl RowsIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let rows = self.rows.bind(py).borrow();
+        if self.next >= rows.count {
+            return Ok(None);
+        }
+        self.next += 1;
+        Ok(Some(rows.row(py, self.next - 1)?))
+    }
 }
 
 /// Iterator of (s, p, o) global-id tuples.
@@ -320,6 +497,11 @@ pub const EXPIRED: u8 = 2;
 
 #[pymethods]
 impl Pipeline {
+    /// An empty buffer for this chain's rows.
+    fn rows(&self) -> Rows {
+        Rows::new(self.chain.width())
+    }
+
     fn restart(&mut self) {
         self.chain.restart();
     }
@@ -410,13 +592,13 @@ impl Pipeline {
         Ok(None)
     }
 
-    /// Up to `max_rows` rows extending `mu`, as tuples, and why it stopped
-    /// (FULL, DONE, EXPIRED). Steps come from and go back to
+    /// Up to `max_rows` rows extending `mu`, appended to `into` (a new
+    /// `Rows` buffer if None), and why it stopped (FULL, DONE, EXPIRED). Steps come from and go back to
     /// `quantum.budget`; the clock is checked natively when `deadline_in`
     /// (seconds left, maybe inf) is given, else by calling `quantum.check()`,
     /// whose `expired` exception means the quantum is over. `max_rows` 0 with
     /// `replay`: no budget at all (re-running consumed rows after a rewind).
-    #[pyo3(signature = (mu, max_rows, quantum, expired, deadline_in = None, every = 64))]
+    #[pyo3(signature = (mu, max_rows, quantum, expired, deadline_in = None, every = 64, into = None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -427,13 +609,20 @@ impl Pipeline {
         expired: &Bound<'py, PyAny>,
         deadline_in: Option<f64>,
         every: i64,
-    ) -> PyResult<(Bound<'py, PyList>, u8)> {
+        into: Option<Bound<'py, Rows>>,
+    ) -> PyResult<(Bound<'py, Rows>, u8)> {
         let width = self.chain.width();
         if mu.len() != width {
             return Err(PyValueError::new_err("input mapping of the wrong width"));
         }
+        let target = match into {
+            Some(rows) if rows.borrow().width == width => rows,
+            Some(_) => return Err(PyValueError::new_err("a buffer of rows of the wrong width")),
+            None => Bound::new(py, Rows::new(width))?,
+        };
+        let mut buffer = target.borrow_mut();
         let steps: i64 = quantum.getattr("budget")?.extract()?;
-        let mut rows: Vec<i64> = Vec::with_capacity(max_rows.min(4096) * width);
+        buffer.ids.reserve(max_rows.min(4096) * width);
         let mut failure: Option<PyErr> = None;
         let mut clock = Clock {
             deadline: deadline_in.and_then(|s| {
@@ -478,7 +667,7 @@ impl Pipeline {
             let mut budget = Budget { steps, check };
             let done = self
                 .chain
-                .run(&self.store, &mut budget, &mu, max_rows, &mut rows);
+                .run(&self.store, &mut budget, &mu, max_rows, &mut buffer.ids);
             quantum.setattr("budget", budget.steps)?;
             done
         };
@@ -489,23 +678,27 @@ impl Pipeline {
         if status == Status::Expired && native_clock {
             quantum.setattr("overshoot", clock.overshoot)?;
         }
-        let list = PyList::empty(py);
-        if width == 0 {
-            for _ in 0..produced {
-                list.append(PyTuple::empty(py))?; // rows of no variables
-            }
-        } else {
-            for row in rows.chunks_exact(width) {
-                list.append(PyTuple::new(py, row)?)?;
-            }
-        }
+        buffer.count += produced;
+        drop(buffer);
         let code = match status {
             Status::Full => FULL,
             Status::Done => DONE,
             Status::Expired => EXPIRED,
         };
-        Ok((list, code))
+        Ok((target, code))
     }
+}
+
+/// `row` out of the cyclic garbage collector's sight: a tuple of ints, strings
+/// or None cannot be part of a cycle, and a page of them (thousands of rows)
+/// would otherwise be traversed by the next collection, about 0.1 ms per
+/// thousand rows. CPython untracks such tuples itself, but only when a
+/// collection has already paid for them.
+fn untracked(row: Bound<'_, PyTuple>) -> Bound<'_, PyTuple> {
+    // SAFETY: `row` is a live tuple we own a reference to; untracking an object
+    // that holds no reference to a container only keeps the collector from visiting it.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(row.as_ptr().cast()) };
+    row
 }
 
 /// Build the side index of an HDT file.
@@ -523,6 +716,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeHdt>()?;
     m.add_class::<TripleCursor>()?;
     m.add_class::<Pipeline>()?;
+    m.add_class::<Rows>()?;
+    m.add_class::<RowsIter>()?;
     m.add("FULL", FULL)?;
     m.add("DONE", DONE)?;
     m.add("EXPIRED", EXPIRED)?;

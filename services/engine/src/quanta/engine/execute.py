@@ -154,10 +154,10 @@ def _execute(
     return page
 
 
-Renderer = Callable[[str, list[Mapping]], bytes]  # (format, rows) -> the rows in that results format
+Renderer = Callable[[str, Sequence[Mapping]], bytes]  # (format, rows) -> the rows in that results format
 
 
-Decoder = Callable[[list[Mapping]], list[Row]]  # rows of ids -> rows of term strings
+Decoder = Callable[[Sequence[Mapping]], list[Row]]  # rows of ids -> rows of term strings
 
 
 def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, Renderer | None]:
@@ -188,12 +188,12 @@ def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, R
     )
 
 
-def decode(plan: Plan, rows: list[Mapping]) -> list[Row]:
+def decode(plan: Plan, rows: Sequence[Mapping]) -> list[Row]:
     """Project and turn ids into term strings: the edge where strings appear."""
     return edge(plan)[1](rows)
 
 
-def decode_with(string: Callable[[int], str], projection: list[int], rows: list[Mapping]) -> list[Row]:
+def decode_with(string: Callable[[int], str], projection: list[int], rows: Sequence[Mapping]) -> list[Row]:
     return [tuple(string(m[i]) if m[i] else None for i in projection) for m in rows]
 
 
@@ -204,7 +204,7 @@ class PageLimit:
 
     SAMPLE = 16
 
-    def __init__(self, plan: Plan, rows: list[Mapping], max_results: int | None, max_bytes: int | None) -> None:
+    def __init__(self, plan: Plan, rows: Sequence[Mapping], max_results: int | None, max_bytes: int | None) -> None:
         self.rows = rows
         self.cap: float = max_results if max_results is not None else math.inf
         self.max_bytes = max_bytes
@@ -237,20 +237,21 @@ class PageLimit:
 
 def run(
     plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None
-) -> tuple[list[Mapping], bool]:
+) -> tuple[Sequence[Mapping], bool]:
     """Pull mappings until the plan is exhausted (True) or suspended (False):
-    the quantum expired or the page is full."""
-    rows: list[Mapping] = []
+    the quantum expired or the page is full. The rows: a list, or when the whole
+    plan is one native chain, its buffer of ids (no Python object per row)."""
     if plan.form == ASK:
         max_results = max_bytes = None
+    native = plan.root if isinstance(plan.root, NativeChain) else None
+    rows = native.rows() if native is not None else []
     page = PageLimit(plan, rows, max_results, max_bytes)
     plan.ctx.wanted = page.wanted if page.limit() != math.inf else _unbounded
     limit = page.limit()
     quantum.start()
     try:
-        if isinstance(plan.root, NativeChain):  # a batch at a time: its size is what the page wants
-            for batch in plan.root.batches((0,) * plan.ctx.width):
-                rows += batch
+        if native is not None:  # a batch at a time: its size is what the page wants
+            for _ in native.batches((0,) * plan.ctx.width, rows):
                 if len(rows) >= limit:
                     if page.full():
                         return rows, False

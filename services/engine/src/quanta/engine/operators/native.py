@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from time import perf_counter
+from typing import Any
 
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State
@@ -30,6 +31,7 @@ from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.term_table import Mapping, TermSaver
 
 Demand = Callable[[], int | None]
+Rows = Any  # quanta.native._core.Rows: rows of ids in one flat buffer, read as a sequence of tuples
 FIRST_BATCH = 32  # rows; doubles up to MAX_BATCH within a quantum
 MAX_BATCH = 4096
 NATIVE_EXEC_ENV = "QUANTA_NATIVE_EXEC"  # "0": keep every operator in Python (for comparisons)
@@ -98,14 +100,20 @@ class NativeChain(Operator):
                 yield row
             self.pending = None
 
-    def batches(self, mu: Mapping) -> Iterator[list[Mapping]]:
-        """The rows a batch at a time, for a consumer that takes each batch whole (`execute.run`
-        when the whole plan is this chain): no step per row, and the native state stays exact."""
-        for _, rows in self._runs(mu):
-            yield rows
+    def rows(self) -> Rows:
+        """An empty buffer for this chain's rows (`quanta.native._core.Rows`)."""
+        return self.pipeline.rows()
 
-    def _runs(self, mu: Mapping) -> Iterator[tuple[list[int], list[Mapping]]]:
-        """(state before the batch, its rows), as long as the chain runs."""
+    def batches(self, mu: Mapping, into: Rows) -> Iterator[None]:
+        """Appends the rows to `into` a batch at a time, and yields after each, for a consumer
+        that takes each batch whole (`execute.run` when the whole plan is this chain): no
+        Python object and no step per row, and the native state stays exact."""
+        for _ in self._runs(mu, into):
+            yield
+
+    def _runs(self, mu: Mapping, into: Rows | None = None) -> Iterator[tuple[list[int], Rows]]:
+        """(state before the batch, the rows: a new buffer of the batch, or `into` with the
+        batch appended), as long as the chain runs."""
         pipeline = self.pipeline
         quantum = self.ctx.quantum
         native_clock = type(quantum) is Quantum
@@ -118,9 +126,10 @@ class NativeChain(Operator):
                 if wanted is not None:
                     size = max(1, min(size, wanted))
             start = pipeline.state()
+            before = len(into) if into is not None else 0
             left = quantum.deadline - perf_counter() if native_clock else None
-            rows, status = pipeline.run(mu, size, quantum, QuantumExpired, left, CHECK_EVERY)
-            if rows:
+            rows, status = pipeline.run(mu, size, quantum, QuantumExpired, left, CHECK_EVERY, into)
+            if len(rows) > before:
                 yield start, rows
             if status == EXPIRED:
                 raise QuantumExpired
