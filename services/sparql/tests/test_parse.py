@@ -34,6 +34,24 @@ def test_normalize_keeps_what_the_parser_needs() -> None:
     assert sorted(constants.values()) == ["http://p", "s"]
 
 
+def test_normalize_looks_past_white_space() -> None:
+    text = (
+        "prefix y:<http://y/>\nSELECT * WHERE { ?s <http://p> \"2\" ^^ <http://www.w3.org/2001/XMLSchema#integer> ;"
+        ' <http://q> "3"^^\n  <http://www.w3.org/2001/XMLSchema#decimal> FILTER(<http://g> (?s)) }'
+    )
+    shape, constants = normalize(text)
+    assert "y:<http://y/>" in shape and "<http://g> (?s)" in shape
+    assert '"2" ^^ <http://www.w3.org/2001/XMLSchema#integer>' in shape
+    assert '"3"^^\n  <http://www.w3.org/2001/XMLSchema#decimal>' in shape
+    assert sorted(constants.values()) == ["http://p", "http://q"]
+
+
+def test_what_the_server_refuses_comes_with_the_parse() -> None:
+    assert parse("SELECT DISTINCT ?s WHERE { ?s ?p ?o } ORDER BY ?s").refusals == ("DISTINCT", "ORDER BY")
+    assert parse('SELECT * WHERE { ?s <http://example.org/p> "x" }').refusals == ()
+    assert parse("SELECT * WHERE { ?s <http://example.org/p>+ ?o }").refusals == ("property path",)
+
+
 def test_placeholders_map_back_to_the_constants() -> None:
     parsed = parse('SELECT * WHERE { ?s <http://example.org/p> "a\\"b" }')
     ((s, p, o),) = parsed.algebra.algebra.p.p.triples

@@ -22,7 +22,7 @@ gives them). Operators are named as the service's refusals name them (the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rdflib.paths import InvPath, Path, SequencePath
@@ -157,7 +157,11 @@ def query_refusals(query: Any) -> list[str]:
 
 def check(query: Any) -> None:
     """Raise UnsupportedQuery naming the query's first client-side operator."""
-    found = query_refusals(query)
+    refuse(query_refusals(query))
+
+
+def refuse(found: Sequence[str]) -> None:
+    """Raise UnsupportedQuery naming the first of `found` (a query's refusals), if any."""
     if found:
         raise UnsupportedQuery(found[0], DETAILS.get(found[0], ""))
 

@@ -24,6 +24,7 @@ from rdflib.term import Literal, Node, URIRef
 
 import quanta.sparql.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
 from quanta.sparql.errors import QuerySyntaxError
+from quanta.sparql.fragment import query_refusals
 from quanta.sparql.terms import unescape_lexical
 
 
@@ -71,13 +72,17 @@ _TOKENS = re.compile(
     """,
     re.VERBOSE,
 )
-_DECLARATION = re.compile(r"(?:PREFIX\s+[^\s:]*:|BASE)\s*$", re.IGNORECASE)
+# The IRI of a PREFIX or BASE declaration (group 1): kept, never a constant.
+_DECLARED_IRI = re.compile(r"(?:PREFIX\s+[^\s:]*:|BASE)\s*(<)", re.IGNORECASE)
+_CALL = re.compile(r"\s*\(")  # after an IRI: a function name
+_DATATYPE_MARK = re.compile(r"\s*\^\^")  # after a string: a typed literal
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedQuery:
     algebra: Any  # rdflib.plugins.sparql.sparql.Query
     constants: dict[str, str]  # placeholder -> original IRI or string lexical form
+    refusals: tuple[str, ...]  # fragment.query_refusals of the whole query (once per shape)
 
     def constant(self, node: Node) -> Node:
         """The query's own constant behind a placeholder (other nodes unchanged)."""
@@ -91,23 +96,24 @@ class ParsedQuery:
 def normalize(text: str) -> tuple[str, dict[str, str]]:
     """Replace constants by placeholders. IRIs stay when they are declarations
     (PREFIX, BASE), function names (followed by '('), datatypes ('^^') or
-    relative; strings stay when they are typed literals."""
+    relative; strings stay when they are typed literals. One pass over the
+    text: what precedes or follows a token is looked at in place, not copied."""
     constants: dict[str, str] = {}
     out: list[str] = []
     last = 0
+    declared = {m.start(1) for m in _DECLARED_IRI.finditer(text)}
     for match in _TOKENS.finditer(text):
         kind, token = match.lastgroup, match.group()
         start, end = match.span()
         if kind == "iri":
-            before, after = text[:start].rstrip(), text[end:].lstrip()
             iri = token[1:-1]
-            if ":" not in iri or after.startswith("(") or before.endswith("^^") or _DECLARATION.search(before):
+            if ":" not in iri or start in declared or _CALL.match(text, end) or _after_datatype_mark(text, start):
                 continue
             placeholder = f"{PLACEHOLDER_IRI}{len(constants)}"
             constants[placeholder] = unescape_lexical(iri)
             replacement = f"<{placeholder}>"
         elif kind == "string":
-            if text[end:].lstrip().startswith("^^"):
+            if _DATATYPE_MARK.match(text, end):
                 continue  # rdflib converts typed values while parsing: keep them
             quote = 3 if token[:3] in ('"""', "'''") else 1
             placeholder = f"{PLACEHOLDER_STRING}{len(constants)}"
@@ -122,22 +128,36 @@ def normalize(text: str) -> tuple[str, dict[str, str]]:
     return "".join(out), constants
 
 
-@lru_cache(maxsize=2048)
-def _parse_shape(text: str) -> Any:
-    return translateQuery(parseQuery(text))
+def _after_datatype_mark(text: str, start: int) -> bool:
+    """Whether `^^`, then only white space, comes right before `start`."""
+    i = start
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    return text.startswith("^^", i - 2, i)
+
+
+def _parsed(text: str) -> tuple[Any, tuple[str, ...]]:
+    """The algebra of `text`, and what of it the server refuses."""
+    algebra = translateQuery(parseQuery(text))
+    return algebra, tuple(query_refusals(algebra.algebra))
+
+
+_parse_shape = lru_cache(maxsize=2048)(_parsed)
 
 
 def parse(text: str) -> ParsedQuery:
     """Parse a query; raise QuerySyntaxError with the line and column."""
     shape, constants = normalize(text)
     try:
-        return ParsedQuery(_parse_shape(shape), constants)
+        algebra, refusals = _parse_shape(shape)
+        return ParsedQuery(algebra, constants, refusals)
     except ParseException:
         pass  # placeholders shift columns: report the error on the original text
     except Exception as error:  # rdflib reports some static errors untyped
         raise QuerySyntaxError(str(error), 1, 1) from error
     try:
-        return ParsedQuery(translateQuery(parseQuery(text)), {})
+        algebra, refusals = _parsed(text)
+        return ParsedQuery(algebra, {}, refusals)
     except ParseException as error:
         raise QuerySyntaxError(error.msg, error.lineno, error.col) from error
     except Exception as error:

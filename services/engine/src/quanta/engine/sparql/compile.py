@@ -62,7 +62,7 @@ class Compiler:
 
     def compile(self) -> Plan:
         query = self.parsed.algebra.algebra
-        fragment.check(query)
+        fragment.refuse(self.parsed.refusals)  # once per query shape, by the parser
         node, skip, limit = query.p, 0, None
         if node.name == "Slice":
             skip, limit, node = node.start or 0, node.length, node.p
