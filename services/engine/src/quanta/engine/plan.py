@@ -38,7 +38,7 @@ class Plan:
     variables: list[str]  # name per slot
     projection: list[int]  # result columns (slots)
     form: pb.QueryForm
-    description: bytes  # the serialized PhysicalPlan
+    static: bytes | None  # the serialized PhysicalPlan: None until a compiled plan is first saved
     fixed_terms: int  # extra terms that belong to the static plan
     saved: bytes | None = None  # while pooled: the bytes its state was saved as
 
@@ -46,12 +46,22 @@ class Plan:
     def compiled(
         cls, ctx: Context, root: Operator, variables: list[str], projection: list[int], form: pb.QueryForm
     ) -> Plan:
-        extra = list(ctx.terms.extra)
-        physical = pb.PhysicalPlan(
-            form=form, variables=variables, projection=projection, extra_terms=extra, root=root.describe()
-        )
-        root = _executable(root, ctx)
-        return cls(ctx, root, variables, projection, form, physical.SerializeToString(), len(extra))
+        return cls(ctx, _executable(root, ctx), variables, projection, form, None, len(ctx.terms.extra))
+
+    @property
+    def description(self) -> bytes:
+        """The serialized PhysicalPlan. A compiled plan describes itself only when first saved
+        (most queries end in their first quantum); the description is static, and the term
+        table only grows, so it is the same then as at compile time."""
+        if self.static is None:
+            self.static = pb.PhysicalPlan(
+                form=self.form,
+                variables=self.variables,
+                projection=self.projection,
+                extra_terms=self.ctx.terms.extra[: self.fixed_terms],
+                root=self.root.describe(),
+            ).SerializeToString()
+        return self.static
 
     @property
     def head(self) -> list[str]:
