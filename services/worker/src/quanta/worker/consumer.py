@@ -1,4 +1,4 @@
-"""The task loop: XREADGROUP a task, run it, push the reply and XACK (in one script).
+"""The task loop: XREADGROUP a task, run it, push the reply and XACK (in one transaction).
 
 A task stays pending until its reply is written, so a task whose worker
 died is reclaimed (XAUTOCLAIM) by another worker after `reclaim_idle_ms`
@@ -30,16 +30,6 @@ Entry = tuple[bytes, dict[bytes, bytes]]  # a task's stream entry: id, fields
 HEARTBEAT_S = 1.0
 RECLAIM_EVERY_S = 0.5
 
-# Reply, then acknowledge and delete the task: one command, and atomic, so a
-# task is either answered and gone or still pending for another worker.
-# KEYS: reply list, task stream. ARGV: reply, reply TTL, group, entry id.
-FINISH_LUA = """
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
-redis.call('XDEL', KEYS[2], ARGV[4])
-"""
-
 
 class Consumer:
     def __init__(
@@ -55,7 +45,6 @@ class Consumer:
         self.health = health or Health(liveness_timeout_s=float("inf"))
         self._beat = 0.0
         self._reclaimed = 0.0
-        self._finish = client.register_script(FINISH_LUA)
 
     def stop(self) -> None:
         """Finish the task in hand, reply, stop reading (SIGTERM)."""
@@ -154,18 +143,20 @@ class Consumer:
         return ahead
 
     def finish(self, entry_id: bytes, task: q.Task, reply: q.Reply, read_next: bool = False) -> list[Entry]:
-        """Write the reply and acknowledge the task, atomically (FINISH_LUA); with `read_next`,
-        then read the next task, in the same round trip (a pipeline: EVAL, which never meets
-        NOSCRIPT, then XREADGROUP)."""
-        args: list[bytes | str | int] = [reply.SerializeToString(), keys.REPLY_TTL_S, keys.GROUP, entry_id]
-        if not read_next:
-            self._finish(keys=[task.reply_to, keys.TASKS], args=args)
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.eval(FINISH_LUA, 2, task.reply_to, keys.TASKS, *args)
-        self._xreadgroup(pipe)
-        _, answer = pipe.execute()
-        return _entries(answer)
+        """Reply, then acknowledge and delete the task, in one transaction (MULTI/EXEC), so a task
+        is either answered and gone or still pending for another worker. A transaction rather
+        than a Lua script: a script copies its arguments twice, which for a page of a megabyte
+        tripled Redis's work. With `read_next`, the next task is read in the same round trip
+        (inside a transaction XREADGROUP does not block: with none waiting, the loop reads again)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.lpush(task.reply_to, reply.SerializeToString())
+        pipe.expire(task.reply_to, keys.REPLY_TTL_S)
+        pipe.xack(keys.TASKS, keys.GROUP, entry_id)
+        pipe.xdel(keys.TASKS, entry_id)
+        if read_next:
+            self._xreadgroup(pipe)
+        answers = pipe.execute()
+        return _entries(answers[4]) if read_next else []
 
     def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> None:
         task = q.Task.FromString(fields[b"task"])
