@@ -41,12 +41,19 @@ def stats(page: queue_pb2.Page, plan: str | None, round_trip_ms: float) -> dict[
 
 
 def page_body(page: queue_pb2.Page, next_token: str | None, stats: dict[str, object]) -> bytes:
-    """The 200 body: `{"head", "results": {"bindings"}, "next", "stats"}`; a finished ASK has `boolean`, no results."""
-    tail = b',"next":' + (b'"' + next_token.encode() + b'"' if next_token else b"null")
-    tail += b',"stats":' + json.dumps(stats, separators=(",", ":")).encode() + b"}"
+    """The 200 body: `{"head", "results": {"bindings"}, "next", "stats"}`; a finished ASK has `boolean`, no results.
+    Joined once: the bindings may be a megabyte, and each `+` would copy them again."""
+    tail = (
+        b',"next":',
+        b'"' + next_token.encode() + b'"' if next_token else b"null",
+        b',"stats":',
+        json.dumps(stats, separators=(",", ":")).encode(),
+        b"}",
+    )
     if page.ask:
         if next_token is None:
-            return b'{"head":{},"boolean":' + (b"true" if page.boolean else b"false") + tail
-        return b'{"head":{},"results":{"bindings":[]}' + tail
+            return b"".join((b'{"head":{},"boolean":', b"true" if page.boolean else b"false", *tail))
+        return b"".join((b'{"head":{},"results":{"bindings":[]}', *tail))
     head = json.dumps(list(page.head), separators=(",", ":")).encode()
-    return b'{"head":{"vars":' + head + b'},"results":{"bindings":' + (page.bindings_json or b"[]") + b"}" + tail
+    bindings = page.bindings_json or b"[]"
+    return b"".join((b'{"head":{"vars":', head, b'},"results":{"bindings":', bindings, b"}", *tail))
