@@ -86,17 +86,27 @@ def percentiles(values: list[float], digits: int = 3) -> dict[str, float]:
 
 @contextmanager
 def quanta_up(
-    dataset: Path, *, workers: int, quantum_ms: float, max_results: int | None = None, env: Mapping[str, str] = {}
+    dataset: Path,
+    *,
+    workers: int,
+    quantum_ms: float,
+    max_results: int | None = None,
+    env: Mapping[str, str] = {},
+    checkout: Path | None = None,
 ) -> Iterator[tuple[str, int]]:
     """`quanta up` on this machine serving `dataset` as `watdiv`, the rate limit off: its URL and
-    process id (the gateway, workers and Redis are its children)."""
+    process id (the gateway, workers and Redis are its children). `checkout`: another checkout of
+    quanta, installed (`make install`), whose service runs instead of this one."""
     port = free_port()
-    command = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
+    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
+    command = [python, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
                "--quantum-ms", str(quantum_ms), "--dataset", f"watdiv={dataset}"]  # fmt: skip
     if max_results is not None:
         command += ["--max-results", str(max_results)]
     variables = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", "QUANTA_RATE_LIMIT": "0", **env}
-    process = subprocess.Popen(command, env=variables, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, cwd=checkout, env=variables, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         if not wait_ready(url, process, timeout=300):

@@ -1,14 +1,15 @@
 """Native storage and execution core (issue 13): every figure the issue lists,
 the native backend against pyHDT side by side in one run.
 
-    python bench/native.py [--data DIR] [--quick] [--out FILE] [--render FILE.json]
+    python bench/native.py [--data DIR] [--quick] [--out FILE] [--render FILE.json] [--today DIR]
 
 (1) opening a dataset with its side index present, and the private memory a
 second worker adds on the same file; (2) resuming a scan of every pattern
 shape at offsets 0 to 10^7; (3) the friendOf/likes join in rows per second;
 (4) suspend + resume in situ at a 75 ms quantum; (5) where a page's time
 goes; (6) the 200 basic WatDiv queries over HTTP (`quanta up`, one worker,
-75 ms quantum), sequentially and with 4 clients. Writes
+75 ms quantum), sequentially and with 4 clients (with --today, the service
+before the native core runs beside them: the issue's "today"). Writes
 bench/results/native.json and the `native` block of docs/benchmarks.md.
 """
 
@@ -384,9 +385,14 @@ def _shared_client(args: tuple[str, list[str], bool]) -> int:
     return pages
 
 
-def over_http(path: Path, queries: list[str], rounds: int) -> dict[str, Any]:
+TODAY = "today"  # the service before the native core (--today), in the HTTP runs
+
+
+def over_http(path: Path, queries: list[str], rounds: int, today: Path | None = None) -> dict[str, Any]:
     """Both backends' services up at once (one worker each), their runs
-    alternated round by round, so that both see the same load on the machine."""
+    alternated round by round, so that both see the same load on the machine.
+    `today`: a checkout of the commit before the native core, its service run
+    the same way (bare client only: its own defaults, pages of 2,000 rows)."""
     import contextlib
 
     runs: dict[tuple[str, str, str], list[float]] = {}
@@ -398,34 +404,40 @@ def over_http(path: Path, queries: list[str], rounds: int) -> dict[str, Any]:
             up = benchlib.quanta_up(path, workers=1, quantum_ms=75, max_results=100_000)
             urls[backend], _ = stack.enter_context(up)
         os.environ.pop("QUANTA_BACKEND", None)
+        if today is not None:
+            urls[TODAY], _ = stack.enter_context(benchlib.quanta_up(path, workers=1, quantum_ms=75, checkout=today))
         for url in urls.values():
             _client((url, queries, True))  # warm-up: parse cache, pages of the file
         for _ in range(rounds):
             for client, bare in (("QuantaClient", False), ("bare", True)):
-                for backend, url in urls.items():
+                for system, url in urls.items():
+                    if system == TODAY and not bare:
+                        continue
                     n, seconds = _client((url, queries, bare))
-                    pages[(backend, client)] = n
-                    runs.setdefault((backend, client, "sequential"), []).append(seconds)
+                    pages[(system, client)] = n
+                    runs.setdefault((system, client, "sequential"), []).append(seconds)
                     cursor = multiprocessing.Value("i", 0)
                     with multiprocessing.get_context("fork").Pool(
                         4, initializer=benchlib.share_batch, initargs=(cursor,)
                     ) as pool:
                         start = time.perf_counter()
                         sum(pool.map(_shared_client, [(url, queries, bare)] * 4))
-                        runs.setdefault((backend, client, "four_clients"), []).append(time.perf_counter() - start)
+                        runs.setdefault((system, client, "four_clients"), []).append(time.perf_counter() - start)
     out: dict[str, Any] = {}
-    for backend in BACKENDS:
-        out[backend] = {}
-        for client in ("QuantaClient", "bare"):
-            seq, par = runs[(backend, client, "sequential")], runs[(backend, client, "four_clients")]
-            out[backend][client] = {
-                "pages": pages[(backend, client)],
-                "sequential_s": round(statistics.median(seq), 3),
-                "four_clients_s": round(statistics.median(par), 3),
-                "runs": {"sequential": [round(x, 3) for x in seq], "four_clients": [round(x, 3) for x in par]},
-            }
-            v = out[backend][client]
-            log(f"  HTTP {backend}, {client}: {v['sequential_s']} s sequential, {v['four_clients_s']} s with 4 clients")
+    for system, client in pages:
+        seq, par = runs[(system, client, "sequential")], runs[(system, client, "four_clients")]
+        out.setdefault(system, {})[client] = {
+            "pages": pages[(system, client)],
+            "sequential_s": round(statistics.median(seq), 3),
+            "four_clients_s": round(statistics.median(par), 3),
+            "runs": {"sequential": [round(x, 3) for x in seq], "four_clients": [round(x, 3) for x in par]},
+        }
+        v = out[system][client]
+        log(f"  HTTP {system}, {client}: {v['sequential_s']} s sequential, {v['four_clients_s']} s with 4 clients")
+    if today is not None:
+        out[TODAY]["commit"] = subprocess.run(
+            ["git", "-C", str(today), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     return out
 
 
@@ -589,9 +601,11 @@ def render(r: dict[str, Any]) -> str:
             "| backend | client | pages | sequential | 4 clients sharing the 200 |",
             "| --- | --- | ---: | ---: | ---: |",
         ]
-        for backend in BACKENDS:
-            for client, v in h[backend].items():
-                lines.append(f"| {backend} | {client} | {v['pages']} | {v['sequential_s']} | {v['four_clients_s']} |")
+        for system in [*BACKENDS, TODAY]:
+            for client, v in h.get(system, {}).items():
+                if client != "commit":
+                    name = f"before the native core ({h[TODAY]['commit']}, pyHDT)" if system == TODAY else system
+                    lines.append(f"| {name} | {client} | {v['pages']} | {v['sequential_s']} | {v['four_clients_s']} |")
         for client in h["native"]:
             n, p = h["native"][client], h["pyhdt"][client]
             targets.append(
@@ -602,6 +616,13 @@ def render(r: dict[str, Any]) -> str:
             targets.append(
                 f"with 4 clients ≤ 1/5 of pyHDT's time ({client}): {n['four_clients_s']} s vs "
                 f"{p['four_clients_s']} s, {ratio:.2f}: " + verdict(ratio <= 0.2)
+            )
+        if TODAY in h:
+            n, t = h["native"]["bare"], h[TODAY]["bare"]
+            ratio = n["four_clients_s"] / t["four_clients_s"]
+            targets.append(
+                f"with 4 clients ≤ 1/5 of the time before the native core (bare, {h[TODAY]['commit']} run beside "
+                f"it): {n['four_clients_s']} s vs {t['four_clients_s']} s, {ratio:.2f}: " + verdict(ratio <= 0.2)
             )
     lines += ["", "**Figures vs targets**", ""] + [f"- {t}" for t in targets]
     return "\n".join(lines)
@@ -615,6 +636,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="1m only, fewer repetitions, no HTTP; docs untouched")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--render", type=Path, help="only rewrite the docs block from a saved result")
+    parser.add_argument(
+        "--today",
+        type=Path,
+        help="a checkout of the commit before the native core, installed, whose service joins the HTTP runs "
+        "(git worktree add /tmp/today 7317c22 && make -C /tmp/today install)",
+    )
     args = parser.parse_args()
     if args.render:
         benchlib.replace_block(DOC, "native", render(json.loads(args.render.read_text())))
@@ -645,7 +672,7 @@ def main() -> int:
     )
     if not args.quick:
         log("over HTTP")
-        r["http"] = over_http(paths["watdiv-1m"], [q.read_text() for q in queries], r["http_rounds"])
+        r["http"] = over_http(paths["watdiv-1m"], [q.read_text() for q in queries], r["http_rounds"], args.today)
     r["minutes"] = (time.time() - started) / 60
     out = args.out or (WORK / "native-quick.json" if args.quick else RESULTS)
     out.parent.mkdir(parents=True, exist_ok=True)
