@@ -119,6 +119,18 @@ def test_sigterm_finishes_the_quantum_in_hand(server, start_worker, await_reply)
     assert client.zcard(keys.WORKERS) == 0
 
 
+def test_a_worker_stops_at_once_when_redis_went_first(server, start_worker) -> None:
+    """As on Ctrl-C of `quanta up`, which stops Redis with the rest: the task loop has its own
+    backoff, and redis-py's retries on top of it held a stopping worker for 7 to 10 s."""
+    worker = start_worker()
+    server.stop()
+    time.sleep(0.3)  # the worker's blocking read has failed: it is retrying
+    started = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=20) == 0
+    assert time.monotonic() - started < 2
+
+
 def test_rows_as_terms_give_the_json_pages_solutions(server, start_worker, submit) -> None:
     """A task asking for rows as terms (ROW_FORMAT_TERMS) gets, page after page,
     the solutions the pre-rendered JSON pages have."""

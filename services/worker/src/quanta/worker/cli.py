@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from quanta.common import keys
 from quanta.common.catalog import CatalogError, Dataset, load_catalog
@@ -63,8 +65,12 @@ def run(args: argparse.Namespace) -> int:
     health = Health(settings.liveness_timeout_s)
     if settings.metrics_port:
         serve_health(health, settings.metrics_host, settings.metrics_port)  # live while the datasets open
-    # Blocking reads wait up to a second on top of the command timeout.
-    client = sync_client(settings.redis, socket_timeout=settings.redis.socket_timeout_s + BLOCK_S)
+    # Blocking reads wait up to a second on top of the command timeout. One immediate retry (a
+    # connection Redis closed) and no more: the task loop backs off on its own, and redis-py's
+    # retries on top of it held a stopping worker for seconds when Redis had gone first.
+    client = sync_client(
+        settings.redis, socket_timeout=settings.redis.socket_timeout_s + BLOCK_S, retry=Retry(NoBackoff(), 1)
+    )
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
     graphs = {name: {iri: open_dataset(d, client, iri) for iri, _ in d.graphs} for name, d in datasets.items()}
     gc.freeze()  # what start-up built lives as long as the process: keep collections off it
