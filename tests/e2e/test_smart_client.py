@@ -117,16 +117,20 @@ def test_the_command_line_runs_an_optional_query(service: Service, reference: ox
         "SELECT ?u ?w WHERE { ?u <http://db.uwaterloo.ca/~galuc/wsdbm/subscribes> ?w "
         "OPTIONAL { ?u <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?x } FILTER(!BOUND(?x)) }"
     )
-    out = subprocess.run(
-        [*COMMAND, "client", service.url, "watdiv", query], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0] == "?u\t?w"
     solutions = reference.query(query)
     assert isinstance(solutions, ox.QuerySolutions)
     expected = sorted(f"{r['u']}\t{r['w']}" for r in solutions)
-    assert sorted(lines[1:]) == expected
+    for optional in ("auto", "bind"):
+        out = subprocess.run(
+            [*COMMAND, "client", service.url, "watdiv", query, "--optional", optional],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "?u\t?w"
+        assert sorted(lines[1:]) == expected, optional
 
 
 def test_datasets_list_their_named_graphs(service: Service) -> None:

@@ -224,6 +224,19 @@ def test_the_sync_client_runs_any_query(transport, reference) -> None:
     assert len(triples) == 4 and all(p == "urn:p" for _, p, _ in triples)
 
 
+def test_the_sync_client_takes_the_smart_clients_options(transport, reference) -> None:
+    """`optional`: an OPTIONAL over two server pieces as one query (auto) or by blocks (bind)."""
+    query = f"SELECT * WHERE {{ {FRIENDS} OPTIONAL {{ ?o <{WSDBM}likes> ?l }} }} ORDER BY ?s ?o ?l LIMIT 50"
+    requests, answers = [], []
+    for optional in ("auto", "bind"):
+        counted = Counted()
+        with SyncClient(transport, on_request=counted, optional=optional) as client:
+            answers.append(list(client.query(query, "watdiv").solutions()))
+        requests.append(len(counted.events))
+    assert answers[0] == answers[1] and len(answers[0]) == 50
+    assert requests[1] > requests[0]
+
+
 def test_a_bind_join_block_holds_at_most_the_memory_budget_of_rows(transport, reference) -> None:
     """Blocks end at `block_size` keys or at `memory_rows` rows: few keys with
     many rows each are shipped again rather than held all at once."""

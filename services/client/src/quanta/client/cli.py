@@ -36,6 +36,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plan", choices=["value", "reference"], help="how the service returns saved plans")
     parser.add_argument("--api-key", help="sent as X-API-Key (rate limits are per key)")
     parser.add_argument("--memory-rows", type=int, help="rows a client-side operator keeps in memory before spilling")
+    parser.add_argument(
+        "--optional",
+        choices=["auto", "bind"],
+        default="auto",
+        help="OPTIONAL over two server pieces: one query (auto, OptJoin) or one per block of mappings (bind)",
+    )
     parser.add_argument("--stats", action="store_true", help="print each request on stderr")
 
 
@@ -54,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     transport = HttpTransport(args.url, api_key=args.api_key, plan=args.plan)
     out = sys.stdout
     try:
-        with SyncClient(transport, budgets=budgets, services=services, on_request=_stats if args.stats else None) as c:
+        hook = _stats if args.stats else None
+        with SyncClient(transport, budgets=budgets, services=services, on_request=hook, optional=args.optional) as c:
             execution = c.query(text, dataset)
             if execution.form in ("construct", "describe"):
                 writer = graphs.graph_writer(args.format or "nt")

@@ -32,8 +32,12 @@ class SyncClient:
         services: Mapping[str, ServiceEndpoint] | None = None,
         on_request: OnRequest | None = None,
         retry: Retry = DEFAULT_RETRY,
+        optional: str = "auto",
     ) -> None:
-        self.smart = SmartClient(transport, budgets=budgets, services=services, on_request=on_request, retry=retry)
+        """The options are SmartClient's."""
+        self.smart = SmartClient(
+            transport, budgets=budgets, services=services, on_request=on_request, retry=retry, optional=optional
+        )
         self.loop = asyncio.new_event_loop()
 
     def query(self, query: str, dataset: DatasetSpec | str, *, name: str | None = None) -> SyncExecution:
