@@ -36,7 +36,7 @@ def test_normalize_keeps_what_the_parser_needs() -> None:
 
 def test_normalize_looks_past_white_space() -> None:
     text = (
-        "prefix y:<http://y/>\nSELECT * WHERE { ?s <http://p> \"2\" ^^ <http://www.w3.org/2001/XMLSchema#integer> ;"
+        'prefix y:<http://y/>\nSELECT * WHERE { ?s <http://p> "2" ^^ <http://www.w3.org/2001/XMLSchema#integer> ;'
         ' <http://q> "3"^^\n  <http://www.w3.org/2001/XMLSchema#decimal> FILTER(<http://g> (?s)) }'
     )
     shape, constants = normalize(text)
