@@ -653,13 +653,9 @@ impl Chain {
                 else {
                     unreachable!()
                 };
-                if !found {
-                    *has_current = false;
-                    current.iter_mut().for_each(|v| *v = 0);
+                if !take_left(found, left_row, current, has_current) {
                     return Ok(false);
                 }
-                current.copy_from_slice(left_row);
-                *has_current = true;
                 right.offset = 0;
                 right.opened = false;
                 *in_right = true;
@@ -741,14 +737,10 @@ impl Chain {
                 else {
                     unreachable!()
                 };
-                if !found {
-                    *has_current = false;
-                    current.iter_mut().for_each(|v| *v = 0);
+                if !take_left(found, left_row, current, has_current) {
                     *finished = true;
                     return Ok(false);
                 }
-                current.copy_from_slice(left_row);
-                *has_current = true;
                 *group_position = 0;
                 *pending = true;
             }
@@ -796,6 +788,18 @@ impl Chain {
             *pending = false;
         }
     }
+}
+
+/// A join's current left mapping once the next one was searched for: `left_row`
+/// if `found`, else none (all unbound). Returns `found`.
+fn take_left(found: bool, left_row: &[i64], current: &mut [i64], has_current: &mut bool) -> bool {
+    if found {
+        current.copy_from_slice(left_row);
+    } else {
+        current.fill(0);
+    }
+    *has_current = found;
+    found
 }
 
 /// Move to the next group of equal subjects; false when the right side is done.
