@@ -592,12 +592,11 @@ impl Pipeline {
         Ok(None)
     }
 
-    /// Up to `max_rows` rows extending `mu`, appended to `into` (a new
-    /// `Rows` buffer if None), and why it stopped (FULL, DONE, EXPIRED). Steps come from and go back to
-    /// `quantum.budget`; the clock is checked natively when `deadline_in`
-    /// (seconds left, maybe inf) is given, else by calling `quantum.check()`,
-    /// whose `expired` exception means the quantum is over. `max_rows` 0 with
-    /// `replay`: no budget at all (re-running consumed rows after a rewind).
+    /// Up to `max_rows` rows extending `mu`, appended to `into` (a new `Rows`
+    /// buffer if None), and why it stopped (FULL, DONE, EXPIRED). Steps come
+    /// from and go back to `quantum.budget`; the clock is checked natively
+    /// when `deadline_in` (seconds left, maybe inf) is given, else by calling
+    /// `quantum.check()`, whose `expired` exception means the quantum is over.
     #[pyo3(signature = (mu, max_rows, quantum, expired, deadline_in = None, every = 64, into = None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(

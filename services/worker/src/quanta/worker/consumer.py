@@ -156,7 +156,7 @@ class Consumer:
         if read_next:
             self._xreadgroup(pipe)
         answers = pipe.execute()
-        return _entries(answers[4]) if read_next else []
+        return _entries(answers[-1]) if read_next else []  # the last command's: XREADGROUP
 
     def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> None:
         task = q.Task.FromString(fields[b"task"])
