@@ -56,9 +56,9 @@ helpers() {
   fi
   if ! have "$UV_IMAGE"; then
     log "$UV_IMAGE from PyPI's uv wheel"
-    local ctx; ctx=$(mktemp -d)
-    python3 -m pip download -q --no-deps --only-binary :all: -d "$ctx" "uv==$UV_VERSION"
-    python3 -m zipfile -e "$ctx"/uv-*.whl "$ctx/whl"
+    local ctx python; ctx=$(mktemp -d); python=$("$here/tools.sh" python)
+    "$python" -m pip download -q --no-deps --only-binary :all: -d "$ctx" "uv==$UV_VERSION"
+    "$python" -m zipfile -e "$ctx"/uv-*.whl "$ctx/whl"
     cp "$ctx"/whl/uv-*.data/scripts/uv "$ctx"/whl/uv-*.data/scripts/uvx "$ctx/" && chmod +x "$ctx/uv" "$ctx/uvx"
     build -t "$UV_IMAGE" -f "$here/images/uv.Dockerfile" "$ctx"
     rm -rf "$ctx"

@@ -4,6 +4,8 @@
 #
 #   scripts/k8s/tools.sh [static] [apiserver] [pods] [keda] [hpa] [all]   (default: static apiserver)
 #
+#   schemas    the JSON schemas alone (downloads, no compile: what .ci/run proves from a cold cache)
+#   python     print the tools' Python (pip and PyYAML; images.sh downloads uv's wheel with it)
 #   static     helm, kubeconform, Kubernetes + KEDA + prometheus-operator + skaffold JSON schemas, promtool
 #   apiserver  etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok (tier 2)
 #   pods       kubelet, Docker and containerd, CNI plugins, debootstrap (tier 3: real pods)
@@ -31,6 +33,13 @@ apt_install() {
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+# The tools' own Python, with pip and PyYAML: the `python3` on make's PATH is the project's uv
+# environment, which has no pip (any interpreter's stdlib venv brings one).
+tools_python() {
+  local venv=$K8S_TOOLS/venv-tools
+  [ -x "$venv/bin/pip" ] || { rm -rf "$venv" && python3 -m venv "$venv" && "$venv/bin/pip" install -q pyyaml; } >&2
+  echo "$venv/bin/python"
 }
 # go_install NAME PKG@VERSION [LDFLAGS]
 go_install() {
@@ -69,9 +78,9 @@ k8s_schemas() {
   local out=$K8S_TOOLS/schemas-k8s-$K8S_SCHEMAS_VERSION
   if [ ! -f "$out/_definitions.json" ]; then
     log "Kubernetes JSON schemas $K8S_SCHEMAS_VERSION (PyPI kubernetes-validate)"
-    local tmp; tmp=$(mktemp -d)
-    python3 -m pip download -q --no-deps -d "$tmp" "kubernetes-validate==$K8S_SCHEMAS_VERSION"
-    python3 -m zipfile -e "$tmp"/kubernetes_validate-*.whl "$tmp/whl"
+    local tmp python; tmp=$(mktemp -d); python=$(tools_python)
+    "$python" -m pip download -q --no-deps -d "$tmp" "kubernetes-validate==$K8S_SCHEMAS_VERSION"
+    "$python" -m zipfile -e "$tmp"/kubernetes_validate-*.whl "$tmp/whl"
     rm -rf "$out.tmp" && cp -r "$tmp/whl/kubernetes_validate/kubernetes-json-schema/v$K8S_SCHEMAS_VERSION-local-strict" "$out.tmp"
     find "$out.tmp" -name '*.json' -print0 | xargs -0 sed -i "s#\"/api/_definitions.json#\"file://$out/_definitions.json#g"
     mv "$out.tmp" "$out" && rm -rf "$tmp"
@@ -85,17 +94,16 @@ crd_schemas() {
   local out=$K8S_TOOLS/schemas-crds-keda-$KEDA_VERSION-promop-$PROMETHEUS_OPERATOR_VERSION
   if [ ! -f "$out/.done" ]; then
     log "CRD schemas: KEDA $KEDA_VERSION, prometheus-operator $PROMETHEUS_OPERATOR_VERSION"
-    local keda promop kc venv=$K8S_TOOLS/venv-yaml
+    local keda promop kc python; python=$(tools_python)
     keda=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
     promop=$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
     kc=$(module_dir "github.com/yannh/kubeconform@$KUBECONFORM_VERSION")
-    [ -x "$venv/bin/python" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q pyyaml; }
     rm -rf "$out" && mkdir -p "$out/crds"
     cp "$keda"/config/crd/bases/keda.sh_{scaledobjects,triggerauthentications}.yaml "$out/crds/"
     cp "$promop"/example/prometheus-operator-crd/monitoring.coreos.com_{servicemonitors,podmonitors,prometheusrules}.yaml \
       "$out/crds/"
     chmod u+w "$out"/crds/*
-    (cd "$out" && FILENAME_FORMAT='{kind}-{group}-{version}' "$venv/bin/python" "$kc/scripts/openapi2jsonschema.py" crds/*.yaml \
+    (cd "$out" && FILENAME_FORMAT='{kind}-{group}-{version}' "$python" "$kc/scripts/openapi2jsonschema.py" crds/*.yaml \
       >/dev/null)
     touch "$out/.done"
   fi
@@ -223,6 +231,7 @@ prometheus_adapter_() {
   link prometheus-adapter "$dir/prometheus-adapter"
 }
 
+schemas() { k8s_schemas; crd_schemas; skaffold_schema; }
 static() { helm_; kubeconform_; k8s_schemas; crd_schemas; skaffold_schema; promtool_; }
 apiserver() { apt_install curl openssl; etcd_; kubernetes_ kube-apiserver kube-controller-manager kube-scheduler kubectl; kwok_; }
 pods() { pods_; }
@@ -233,7 +242,8 @@ start=$(date +%s)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(static apiserver)
 for t in "${targets[@]}"; do
   case $t in
-    static|apiserver|pods|keda|hpa) "$t" ;;
+    schemas|static|apiserver|pods|keda|hpa) "$t" ;;
+    python) tools_python; exit ;;
     all) static; apiserver; pods; keda; hpa ;;
     *) echo "unknown target: $t" >&2; exit 2 ;;
   esac
