@@ -103,7 +103,9 @@ def quanta_up(
                "--quantum-ms", str(quantum_ms), "--dataset", f"watdiv={dataset}"]  # fmt: skip
     if max_results is not None:
         command += ["--max-results", str(max_results)]
-    variables = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", "QUANTA_RATE_LIMIT": "0", **env}
+    # its clients all share one address: no per-client share of the queue
+    limits = {"QUANTA_RATE_LIMIT": "0", "QUANTA_MAX_CLIENT_TASKS": "1000000"}
+    variables = {**os.environ, "QUANTA_REPLY_TIMEOUT_S": "600", **limits, **env}
     process = subprocess.Popen(
         command, cwd=checkout, env=variables, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

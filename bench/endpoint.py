@@ -65,7 +65,7 @@ HEAVY = [
 def quanta(hdt: Path, workers: int = 2, quantum_ms: float = 75) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "QUANTA_DEV": "1", "QUANTA_SPARQL_QUERY_RATE": "0", "QUANTA_SPARQL_MAX_QUERIES": "0",
-           "QUANTA_RATE_LIMIT": "0", "QUANTA_ACCESS_LOG": "0"}  # fmt: skip
+           "QUANTA_RATE_LIMIT": "0", "QUANTA_MAX_CLIENT_TASKS": "1000000", "QUANTA_ACCESS_LOG": "0"}  # fmt: skip
     command = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
                "--quantum-ms", str(quantum_ms), "--dataset", f"watdiv={hdt}"]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -77,10 +77,13 @@ class Quanta:
             "QUANTA_REDIS_URL": self.redis.url,
             "QUANTA_ACCESS_LOG": "0",
             "QUANTA_REPLY_TIMEOUT_S": "120",
-            # each Locust user is a client of its own (X-API-Key): keep the per-client limits
-            # out of the way of a client that loops over its workload
+            # every Locust user comes from this machine's address, and their X-API-Keys are not
+            # authenticated (QUANTA_API_KEY_HASHES): keep the per-client limits out of the way of
+            # users that loop over their workloads
             "QUANTA_RATE_LIMIT": "0",
             "QUANTA_SPARQL_QUERY_RATE": "0",
+            "QUANTA_SPARQL_MAX_QUERIES": "0",
+            "QUANTA_MAX_CLIENT_TASKS": "1000000",
             **(env or {}),
         }
         self.metrics_ports = [free_port() for _ in range(workers)]

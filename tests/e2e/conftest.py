@@ -8,10 +8,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 
 from quanta.common.local import RedisServer, free_port, wait_ready
@@ -49,6 +53,53 @@ class Service:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+SMALL_QUERY = "SELECT ?s WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o } LIMIT 1"
+
+
+@dataclass
+class Stalls:
+    """What a bystander saw while an attack ran: each small request's seconds, and failures."""
+
+    times: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def worst(self) -> float:
+        return max(self.times, default=float("inf"))
+
+
+@contextmanager
+def bystander(url: str, path: str = "/sparql", every_s: float = 0.1, timeout_s: float = 10.0) -> Iterator[Stalls]:
+    """Send a small query (or GET `path` when it is not /sparql) every `every_s` while the block
+    runs, from another thread; the worst time tells how long the attack stalled other clients."""
+    seen = Stalls()
+    done = threading.Event()
+
+    def loop() -> None:
+        with httpx.Client(base_url=url, timeout=timeout_s, headers={"X-Forwarded-For": "203.0.113.7"}) as http:
+            while not done.is_set():
+                started = time.perf_counter()
+                try:
+                    if path == "/sparql":
+                        r = http.post(path, data={"query": SMALL_QUERY}, headers={"Accept": "text/csv"})
+                    else:
+                        r = http.get(path)
+                    if r.status_code != 200:
+                        seen.failures.append(f"{r.status_code} {r.text[:200]}")
+                except httpx.HTTPError as e:
+                    seen.failures.append(repr(e))
+                seen.times.append(time.perf_counter() - started)
+                done.wait(every_s)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        thread.join(timeout_s + 1)
 
 
 def start_service(

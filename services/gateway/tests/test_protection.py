@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import threading
 import time
 
+import pytest
 import redis
 
 from quanta.common import keys
@@ -29,10 +31,26 @@ def test_rate_limit_429_with_retry_after(settings, serve, consumer) -> None:
     limited = client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
     body = problem(limited, 429, "rate-limited")
     assert limited.headers["retry-after"] == "2" == str(body["retry_after"])  # one token per 2 s
-    # Buckets are per client: another API key has its own.
+    # An invented API key changes nothing: the client is still its address.
+    invented = client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-api-key": "made-up"})
+    problem(invented, 429, "rate-limited")
+
+
+def test_only_authenticated_keys_have_their_own_bucket(settings, serve, consumer) -> None:
+    consumer()
+    known = hashlib.sha256(b"someone-else").hexdigest()
+    client = serve(settings(rate_limit=0.5, rate_burst=1, api_key_hashes=f"{'0' * 64}, {known.upper()}"))
+    assert client.post("/v1/datasets/watdiv/query", json={"query": QUERY}).status_code == 200
+    problem(client.post("/v1/datasets/watdiv/query", json={"query": QUERY}), 429, "rate-limited")
     other = client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-api-key": "someone-else"})
     assert other.status_code == 200
-    assert not any(k.startswith("quanta:rate:key:someone") for k in rate_buckets(settings().redis_url))
+    # Keys are hashed: they never reach Redis.
+    assert rate_buckets(settings().redis_url) == {"quanta:rate:ip:127.0.0.1", f"quanta:rate:key:{known[:32]}"}
+
+
+def test_api_key_hashes_must_be_sha256(settings) -> None:
+    with pytest.raises(ValueError, match="QUANTA_API_KEY_HASHES"):
+        settings(api_key_hashes="not-a-digest")
 
 
 def test_rate_limit_refills(settings, serve, consumer) -> None:
@@ -171,3 +189,61 @@ def test_only_new_queries_are_charged_not_their_next_pages(settings, serve, cons
         pages += 1
     assert pages == 6
     problem(client.post("/v1/datasets/watdiv/query", json={"query": QUERY}), 429, "rate-limited")
+
+
+def test_a_client_holds_at_most_its_share_of_the_queue(settings, serve) -> None:
+    """Queued or running tasks count against their client's share (continuations too); past it the
+    client gets 429 too-many-tasks while others are still admitted; an answered or withdrawn task
+    frees its place without any release from the gateway."""
+    client = serve(settings(max_client_tasks=2, max_queue=10, reply_timeout_s=2, trust_forwarded=True))
+    r = redis.Redis.from_url(settings().redis_url)
+    statuses: list[int] = []
+
+    def send(ip: str) -> None:
+        statuses.append(
+            client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-forwarded-for": ip}).status_code
+        )
+
+    waiting = [threading.Thread(target=send, args=("198.51.100.1",)) for _ in range(2)]
+    for t in waiting:
+        t.start()
+    deadline = time.monotonic() + 2
+    while r.xlen(keys.TASKS) < 2:  # nobody reads the stream: both stay queued
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    refused = client.post(
+        "/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-forwarded-for": "198.51.100.1"}
+    )
+    body = problem(refused, 429, "too-many-tasks")
+    assert refused.headers["retry-after"] == "1" and "2 tasks" in body["detail"]
+    other = threading.Thread(target=send, args=("198.51.100.2",))
+    other.start()
+    while r.xlen(keys.TASKS) < 3:  # another client is admitted
+        assert time.monotonic() < deadline + 1
+        time.sleep(0.01)
+    for t in [*waiting, other]:
+        t.join()
+    assert statuses == [504, 504, 504]  # no worker: each timed out and was withdrawn
+    assert r.xlen(keys.TASKS) == 0
+    again = threading.Thread(target=send, args=("198.51.100.1",))
+    again.start()
+    while r.xlen(keys.TASKS) < 1:  # its places are free again
+        assert time.monotonic() < deadline + 5
+        time.sleep(0.01)
+    again.join()
+
+
+def test_redis_at_maxmemory_503_queue_full(settings, serve) -> None:
+    own = RedisServer().start()
+    try:
+        client = serve(settings(redis_url=own.url, retry_after_s=3, sparql_max_queries=2))
+        redis.Redis.from_url(own.url).config_set("maxmemory", 1)  # noeviction: every write is refused
+        for response in [
+            client.post("/v1/datasets/watdiv/query", json={"query": QUERY}),
+            client.post("/sparql", data={"query": QUERY}),
+        ]:
+            body = problem(response, 503, "queue-full")
+            assert response.headers["retry-after"] == "3" and "maxmemory" in body["detail"]
+    finally:
+        own.stop()
+        shutil.rmtree(own.dir, ignore_errors=True)

@@ -108,7 +108,7 @@ def test_request_overrides_mode_and_dataset_default(settings, serve, consumer) -
         (queue_pb2.Error(kind="dataset-mismatch", message="other build"), 409, "dataset-mismatch", {}),
         (queue_pb2.Error(kind="invalid-plan", message="bad state"), 400, "invalid-plan", {}),
         (queue_pb2.Error(kind="unknown-dataset", message="not served"), 404, "unknown-dataset", {}),
-        (queue_pb2.Error(kind="dead-letter", message="failed 3 times"), 500, "dead-letter", {}),
+        (queue_pb2.Error(kind="dead-letter", message="stopped 2 workers"), 422, "dead-letter", {}),
         (queue_pb2.Error(kind="internal", message="Traceback: secret"), 500, "internal", {}),
         (queue_pb2.Error(kind="something-new"), 500, "internal", {}),
     ],

@@ -5,6 +5,7 @@ pyoxigraph over the same triples is the oracle."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -52,9 +53,11 @@ class SparqlService:
     gateways: list[Served] = field(default_factory=list)
 
     def gateway(self, api_key: str | None = None, **settings: Any) -> httpx.Client:
-        """A gateway of its own (stopped with the service) with these settings; `api_key`
-        names the client's fair-use buckets (else they are its address's, shared by tests)."""
+        """A gateway of its own (stopped with the service) with these settings; `api_key`, an
+        authenticated key, names the client's fair-use buckets (else they are its address's, shared by tests)."""
         values: dict[str, Any] = {"catalog": self.catalog, "redis_url": self.redis_url, "secret_keys": SECRET}
+        if api_key:
+            values["api_key_hashes"] = hashlib.sha256(api_key.encode()).hexdigest()
         self.gateways.append(Served(Settings(**(values | settings))))
         client = self.gateways[-1].client
         if api_key:
@@ -333,7 +336,8 @@ def _metric(client: httpx.Client, series: str) -> float:
 
 
 def test_a_client_runs_at_most_its_cap_of_queries(service: SparqlService) -> None:
-    capped = service.gateway("capped", sparql_max_queries=1)
+    known = hashlib.sha256(b"capped").hexdigest() + "," + hashlib.sha256(b"someone-else").hexdigest()
+    capped = service.gateway("capped", sparql_max_queries=1, api_key_hashes=known)  # two authenticated keys
     with capped.stream("GET", "/sparql/watdiv", params={"query": EVERYTHING}) as running:
         chunks = running.iter_bytes()  # kept: a dropped iterator closes the connection
         next(chunks)

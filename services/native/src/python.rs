@@ -3,8 +3,9 @@
 use crate::exec::{Atom, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status};
 use crate::hdt::Hdt;
 use crate::index;
-use crate::render::Format;
+use crate::render::{Format, Unrepresentable};
 use crate::store::{Cursor, Store};
+use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PySlice, PyString, PyTuple};
@@ -32,6 +33,28 @@ struct TermCache {
 }
 
 const TERM_CACHE_BYTES: usize = 32 << 20;
+/// Bytes of terms outside the dictionary (query constants, strings that
+/// expressions built: each at most QUANTA_MAX_LITERAL_CHARS) one render or
+/// decode call may write: a million-character literal projected into
+/// thousands of columns would otherwise be a page of gigabytes.
+const MAX_EXTRA_BYTES: usize = 256 << 20;
+
+create_exception!(
+    _core,
+    PageTooLarge,
+    PyValueError,
+    "The rows' terms outside the dictionary pass MAX_EXTRA_BYTES."
+);
+
+fn count_extra(total: &mut usize, term: &str) -> PyResult<()> {
+    *total += term.len();
+    if *total > MAX_EXTRA_BYTES {
+        return Err(PageTooLarge::new_err(format!(
+            "the page's computed terms pass {MAX_EXTRA_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
 const STRING_CACHE_TERMS: usize = 1 << 20;
 
 #[pymethods]
@@ -183,6 +206,20 @@ impl NativeHdt {
     }
 }
 
+/// `quanta.sparql.results.Unrepresentable` (a QuantaError the worker answers
+/// as 406), as the Python writers raise it; a ValueError if it cannot be had.
+fn unrepresentable(py: Python<'_>, error: Unrepresentable) -> PyErr {
+    let message = error.to_string();
+    let made = py
+        .import("quanta.sparql.results")
+        .and_then(|module| module.getattr("Unrepresentable"))
+        .and_then(|class| class.call1((message.clone(),)));
+    match made {
+        Ok(value) => PyErr::from_value(value),
+        Err(_) => PyValueError::new_err(message),
+    }
+}
+
 fn decoded<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| PyValueError::new_err(format!("dictionary string: {e}")))?;
@@ -211,6 +248,7 @@ impl NativeHdt {
         let mut spans: Vec<Option<(bool, u32, u32)>> =
             Vec::with_capacity(ids.count * projection.len());
         let mut local: Vec<u8> = Vec::new();
+        let mut extra_bytes = 0;
         let mut buf = Vec::with_capacity(128);
         for r in 0..ids.count {
             for &slot in projection {
@@ -221,8 +259,11 @@ impl NativeHdt {
                     let term = extra
                         .get((-gid - 1) as usize)
                         .ok_or_else(|| PyKeyError::new_err(gid))?;
+                    count_extra(&mut extra_bytes, term)?;
                     let start = local.len();
-                    format.term(term.as_bytes(), &mut local);
+                    format
+                        .term(term.as_bytes(), &mut local)
+                        .map_err(|e| unrepresentable(py, e))?;
                     spans.push(Some((false, start as u32, (local.len() - start) as u32)));
                 } else if let Some(&(start, len)) = cache.spans.get(&(gid as u64)) {
                     spans.push(Some((true, start, len)));
@@ -232,7 +273,9 @@ impl NativeHdt {
                         .extract_into(gid as u64, &mut buf)
                         .map_err(PyKeyError::new_err)?;
                     let start = cache.arena.len();
-                    format.term(&buf, &mut cache.arena);
+                    format
+                        .term(&buf, &mut cache.arena)
+                        .map_err(|e| unrepresentable(py, e))?;
                     let len = (cache.arena.len() - start) as u32;
                     cache.spans.insert(gid as u64, (start as u32, len));
                     spans.push(Some((true, start as u32, len)));
@@ -279,6 +322,7 @@ impl NativeHdt {
             cache.clear();
         }
         let mut buf = Vec::with_capacity(128);
+        let mut extra_bytes = 0;
         let out = PyList::empty(py);
         let mut cells: Vec<Bound<'py, PyAny>> = Vec::with_capacity(projection.len());
         for r in 0..ids.count {
@@ -291,6 +335,7 @@ impl NativeHdt {
                     let term = extra
                         .get((-gid - 1) as usize)
                         .ok_or_else(|| PyKeyError::new_err(gid))?;
+                    count_extra(&mut extra_bytes, term)?;
                     PyString::new(py, term).into_any()
                 } else if let Some(s) = cache.get(&(gid as u64)) {
                     s.bind(py).clone().into_any()
@@ -717,6 +762,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pipeline>()?;
     m.add_class::<Rows>()?;
     m.add_class::<RowsIter>()?;
+    crate::regexp::py::register(m)?;
+    m.add("PageTooLarge", m.py().get_type::<PageTooLarge>())?;
     m.add("FULL", FULL)?;
     m.add("DONE", DONE)?;
     m.add("EXPIRED", EXPIRED)?;

@@ -33,14 +33,17 @@ impl Format {
         self as usize
     }
 
-    /// A term (dictionary syntax) as this format writes it in a row.
-    pub fn term(self, term: &[u8], out: &mut Vec<u8>) {
+    /// A term (dictionary syntax) as this format writes it in a row; an
+    /// error (nothing written) when the format cannot carry one of its
+    /// characters (XML).
+    pub fn term(self, term: &[u8], out: &mut Vec<u8>) -> Result<(), Unrepresentable> {
         match self {
             Format::Json => json_term(term, out),
             Format::Tsv => tsv_term(term, out),
             Format::Csv => csv_cell(term, out),
-            Format::Xml => xml_term(term, out),
+            Format::Xml => return xml_term(term, out),
         }
+        Ok(())
     }
 
     /// Rows, each a list of cells: `None` unbound, else the term's encoding
@@ -262,35 +265,89 @@ pub fn csv_cell(term: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// A character a result holds that its format cannot carry (XML 1.0: the
+/// control characters but tab, line feed and carriage return, U+FFFE,
+/// U+FFFF, surrogates), as `quanta.sparql.results.Unrepresentable` refuses
+/// it: the message is the same.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Unrepresentable(pub u32);
+
+impl std::fmt::Display for Unrepresentable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the XML results format cannot carry the character U+{:04X} that a result holds; \
+             ask for application/sparql-results+json, text/tab-separated-values or text/csv",
+            self.0
+        )
+    }
+}
+
+/// The first character of UTF-8 `s` that XML 1.0 forbids (its production
+/// Char), even as a character reference. Bytewise: a UTF-8 continuation
+/// byte is never below 0x80, so a low byte is the character itself.
+fn xml_forbidden(s: &[u8]) -> Option<u32> {
+    for (i, &b) in s.iter().enumerate() {
+        let next = |k: usize| s.get(i + k).copied().unwrap_or(0);
+        match b {
+            0x09 | 0x0a | 0x0d => {}
+            0x00..=0x1f => return Some(b as u32),
+            0xef if next(1) == 0xbf && matches!(next(2), 0xbe | 0xbf) => {
+                return Some(0xfffe + (next(2) - 0xbe) as u32)
+            }
+            0xed if (0xa0..=0xbf).contains(&next(1)) => {
+                return Some(0xd000 | ((next(1) as u32 & 0x3f) << 6) | (next(2) as u32 & 0x3f))
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn xml_check(s: &[u8]) -> Result<(), Unrepresentable> {
+    xml_forbidden(s).map_or(Ok(()), |c| Err(Unrepresentable(c)))
+}
+
 /// A term as XML results write it: `<literal ...>`, `<bnode>`, `<uri>`.
-pub fn xml_term(term: &[u8], out: &mut Vec<u8>) {
+pub fn xml_term(term: &[u8], out: &mut Vec<u8>) -> Result<(), Unrepresentable> {
+    let start = out.len();
+    let written = xml_term_parts(term, out);
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written
+}
+
+fn xml_term_parts(term: &[u8], out: &mut Vec<u8>) -> Result<(), Unrepresentable> {
     if term.first() == Some(&b'"') {
         let (lexical, lang, datatype) = split_literal(term);
         out.extend_from_slice(b"<literal");
         if let Some(lang) = lang {
             out.extend_from_slice(b" xml:lang=");
-            xml_attribute(lang, out);
+            xml_attribute(lang, out)?;
         } else if let Some(datatype) = datatype {
             out.extend_from_slice(b" datatype=");
-            xml_attribute(datatype, out);
+            xml_attribute(datatype, out)?;
         }
         out.push(b'>');
-        xml_text(lexical, true, out);
+        xml_text(lexical, true, out)?;
         out.extend_from_slice(b"</literal>");
     } else if let Some(label) = term.strip_prefix(b"_:") {
         out.extend_from_slice(b"<bnode>");
-        xml_text(label, false, out);
+        xml_text(label, false, out)?;
         out.extend_from_slice(b"</bnode>");
     } else {
         out.extend_from_slice(b"<uri>");
-        xml_text(term, false, out);
+        xml_text(term, false, out)?;
         out.extend_from_slice(b"</uri>");
     }
+    Ok(())
 }
 
 /// `xml.sax.saxutils.escape` (with `\r` as `&#13;` in literals: a raw CR
 /// would be read back as a line feed).
-fn xml_text(s: &[u8], cr: bool, out: &mut Vec<u8>) {
+fn xml_text(s: &[u8], cr: bool, out: &mut Vec<u8>) -> Result<(), Unrepresentable> {
+    xml_check(s)?;
     for &b in s {
         match b {
             b'&' => out.extend_from_slice(b"&amp;"),
@@ -300,11 +357,13 @@ fn xml_text(s: &[u8], cr: bool, out: &mut Vec<u8>) {
             _ => out.push(b),
         }
     }
+    Ok(())
 }
 
 /// `xml.sax.saxutils.quoteattr`: escaped, in double quotes unless the value
 /// holds one (then single quotes, or `&quot;` if it holds both).
-pub fn xml_attribute(s: &[u8], out: &mut Vec<u8>) {
+pub fn xml_attribute(s: &[u8], out: &mut Vec<u8>) -> Result<(), Unrepresentable> {
+    xml_check(s)?;
     let double = s.contains(&b'"');
     let quote = if double && !s.contains(&b'\'') {
         b'\''
@@ -325,6 +384,7 @@ pub fn xml_attribute(s: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.push(quote);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -333,7 +393,7 @@ mod tests {
 
     fn term(format: Format, t: &str) -> String {
         let mut out = Vec::new();
-        format.term(t.as_bytes(), &mut out);
+        format.term(t.as_bytes(), &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -375,11 +435,38 @@ mod tests {
         );
         let attribute = |s: &str| {
             let mut out = Vec::new();
-            xml_attribute(s.as_bytes(), &mut out);
+            xml_attribute(s.as_bytes(), &mut out).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(attribute("a\"b"), "'a\"b'");
         assert_eq!(attribute("a\"b'\n"), "\"a&quot;b'&#10;\"");
+    }
+
+    #[test]
+    fn xml_refuses_what_xml_cannot_carry() {
+        let refused = |t: &[u8]| {
+            let mut out = b"kept".to_vec();
+            let error = Format::Xml.term(t, &mut out).unwrap_err();
+            assert_eq!(out, b"kept", "nothing written");
+            error.0
+        };
+        assert_eq!(refused(b"\"a\x00b\""), 0x0);
+        assert_eq!(refused(b"\"a\x08\"@en"), 0x8);
+        assert_eq!(refused("\"\u{fffe}\"".as_bytes()), 0xfffe);
+        assert_eq!(refused("\"x\u{ffff}\"".as_bytes()), 0xffff);
+        assert_eq!(refused(b"\"s\xed\xa0\x80\""), 0xd800); // a surrogate (CESU-8)
+        assert_eq!(refused(b"\"x\"^^<http://a/\x1f>"), 0x1f);
+        assert_eq!(refused(b"_:b\x0b"), 0xb);
+        assert_eq!(refused(b"http://a/\x0c"), 0xc);
+        assert_eq!(
+            term(Format::Xml, "\"\t\n\r\u{fffd}\u{10000}\""),
+            "<literal>\t\n&#13;\u{fffd}\u{10000}</literal>"
+        );
+        assert_eq!(
+            term(Format::Json, "\"\u{0}\u{fffe}\""),
+            r#"{"type":"literal","value":"\u0000\ufffe"}"#
+        );
+        assert!(Unrepresentable(0xfffe).to_string().contains("U+FFFE"));
     }
 
     #[test]

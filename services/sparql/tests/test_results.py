@@ -12,7 +12,7 @@ import pytest
 
 from quanta.sparql.graphs import GRAPH_FORMATS, Triple, graph_writer, write_graph
 from quanta.sparql.reader import read_json, term_from_json
-from quanta.sparql.results import FORMATS, Row, plain_term, write, writer
+from quanta.sparql.results import FORMATS, Row, Unrepresentable, plain_term, write, writer
 from quanta.sparql.terms import iri_ref, nt_term, split_literal
 
 EX = "http://example.org/"
@@ -39,6 +39,12 @@ HEAD = ["s", "o", "x"]
 ROWS: list[Row] = [
     (f"{EX}s{i}", term, None if i % 3 == 0 else TERMS[(i * 7) % len(TERMS)]) for i, term in enumerate(TERMS)
 ]
+# XML 1.0 cannot carry U+0001, even as a character reference: its writer refuses those rows.
+XML_ROWS = [row for row in ROWS if not any(term and "\x01" in term for term in row)]
+
+
+def rows_for(fmt: str) -> list[Row]:
+    return XML_ROWS if fmt == "xml" else ROWS
 
 
 def ox_term(term: str) -> ox.NamedNode | ox.BlankNode | ox.Literal:
@@ -58,10 +64,16 @@ def expected(rows: Sequence[Row]) -> list[list[object]]:
 
 @pytest.mark.parametrize("fmt", ["json", "xml", "tsv"])
 def test_pyoxigraph_reads_what_is_written(fmt: str) -> None:
-    parsed = ox.parse_query_results(write(fmt, HEAD, ROWS), format=getattr(ox.QueryResultsFormat, fmt.upper()))
+    rows = rows_for(fmt)
+    parsed = ox.parse_query_results(write(fmt, HEAD, rows), format=getattr(ox.QueryResultsFormat, fmt.upper()))
     assert isinstance(parsed, ox.QuerySolutions)
     assert [v.value for v in parsed.variables] == HEAD
-    assert [[s[v] for v in HEAD] for s in parsed] == expected(ROWS)
+    assert [[s[v] for v in HEAD] for s in parsed] == expected(rows)
+
+
+def test_xml_refuses_a_character_it_cannot_carry() -> None:
+    with pytest.raises(Unrepresentable, match="U\\+0001"):
+        write("xml", HEAD, ROWS)
 
 
 @pytest.mark.parametrize("fmt", ["json", "xml"])
@@ -86,10 +98,10 @@ def test_csv_is_text_and_quoted() -> None:
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_a_document_streams_in_chunks(fmt: str) -> None:
     """Page after page, as an endpoint streams them: the same bytes as one write."""
-    out = writer(fmt)
-    streamed = out.head(HEAD) + "".join(out.rows(ROWS[i : i + 4]) for i in range(0, len(ROWS), 4))
+    out, rows = writer(fmt), rows_for(fmt)
+    streamed = out.head(HEAD) + "".join(out.rows(rows[i : i + 4]) for i in range(0, len(rows), 4))
     streamed += out.rows([]) + out.end()
-    assert streamed == write(fmt, HEAD, ROWS)
+    assert streamed == write(fmt, HEAD, rows)
     assert out.media_type == FORMATS[fmt]
 
 

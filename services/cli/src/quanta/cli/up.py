@@ -1,22 +1,30 @@
 """`quanta up`: the whole service on one machine, no Kubernetes: a
 redis-server of its own, N worker processes and the gateway. Stops
-everything it started on Ctrl-C or SIGTERM; restarts a worker that dies."""
+everything it started on Ctrl-C or SIGTERM (and removes its temporary
+folder); restarts a worker that dies or stops answering."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import redis
+
+from quanta.common import keys
 from quanta.common.catalog import CatalogError, Dataset, single_dataset_catalog, write_catalog
+from quanta.common.connect import sync_client
 from quanta.common.local import RedisServer, wait_ready
+from quanta.common.settings import RedisSettings, SettingsError
 
 # the repository checkout this package is installed from (editable): services/cli/src/quanta/cli/up.py
 SAMPLE = Path(__file__).resolve().parents[5] / "data" / "watdiv-100k.hdt"
@@ -56,21 +64,26 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"quanta up: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    workdir = Path(tempfile.mkdtemp(prefix="quanta-up-"))
-    catalog = workdir / "catalog.toml"
-    write_catalog(datasets, catalog)
-    _index(datasets)  # build missing side indexes once, before any worker starts
+    with tempfile.TemporaryDirectory(prefix="quanta-up-") as workdir:  # the catalog: restarted workers read it
+        catalog = Path(workdir) / "catalog.toml"
+        write_catalog(datasets, catalog)
+        _index(datasets)  # build missing side indexes once, before any worker starts
+        return _serve(args, datasets, catalog)
 
-    redis = None if args.redis_url else RedisServer().start()
+
+def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path) -> int:
+    from quanta.worker.config import WorkerSettings
+
     env = {
         **os.environ,
-        "QUANTA_REDIS_URL": args.redis_url or redis.url,  # type: ignore[union-attr]
         "QUANTA_CATALOG": str(catalog),
         "QUANTA_SECRET_KEYS": os.environ.get("QUANTA_SECRET_KEYS", f"up:{secrets.token_urlsafe(32)}"),
     }
+    server = None if args.redis_url else RedisServer().start()
+    env["QUANTA_REDIS_URL"] = args.redis_url or server.url  # type: ignore[union-attr]
     command = [sys.executable, "-m", "quanta.cli.main"]
-    workers = [_worker(command, env, i) for i in range(args.workers)]
-    gateway = subprocess.Popen([*command, "gateway", "--host", "127.0.0.1", "--port", str(args.port)], env=env)
+    processes: list[subprocess.Popen[bytes]] = []
+    workers: Workers | None = None
     stopping = False
 
     def stop(*_: object) -> None:
@@ -81,6 +94,14 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     url = f"http://127.0.0.1:{args.port}"
     try:
+        try:
+            settings = WorkerSettings.from_env(env)  # what the workers read: their stall limit
+        except SettingsError as e:
+            print(f"quanta up: {e}", file=sys.stderr)
+            return 2
+        workers = Workers(command, env, args.workers, settings.redis, settings.heartbeat_stale_s(datasets.values()))
+        gateway = subprocess.Popen([*command, "gateway", "--host", "127.0.0.1", "--port", str(args.port)], env=env)
+        processes.append(gateway)
         if not wait_ready(url, gateway):
             print("quanta up: the gateway did not become ready", file=sys.stderr)
             return 1
@@ -95,27 +116,112 @@ def run(args: argparse.Namespace) -> int:
             if gateway.poll() is not None:
                 print(f"quanta up: the gateway exited ({gateway.returncode})", file=sys.stderr)
                 return 1
-            for i, worker in enumerate(workers):
-                if worker.poll() is not None and not stopping:
-                    print(f"quanta up: worker {i} exited ({worker.returncode}); starting another", file=sys.stderr)
-                    workers[i] = _worker(command, env, i)
+            workers.supervise()
             time.sleep(0.2)
         return 0
     finally:
-        for proc in [gateway, *workers]:
+        running = processes + (workers.processes() if workers is not None else [])
+        for proc in running:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in [gateway, *workers]:
+        for proc in running:
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if redis is not None:
-            redis.stop()
+                proc.wait()
+        if workers is not None:
+            workers.close()
+        if server is not None:
+            server.stop()
+            shutil.rmtree(server.dir, ignore_errors=True)  # its (empty) working folder, made by mkdtemp
 
 
-def _worker(command: list[str], env: dict[str, str], i: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([*command, "worker", "--name", f"up-worker-{i}-{time.time_ns()}"], env=env)
+# A worker is restarted at once; one that exits again this soon after its start is crash-looping:
+# its next start waits BACKOFF_FIRST_S, then twice as long each time up to BACKOFF_MAX_S.
+STABLE_S = 30.0
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+STARTUP_S = 60.0  # a started worker has this long to map its datasets and send its first heartbeat
+CHECK_EVERY_S = 1.0  # how often heartbeats are read
+
+
+@dataclass
+class Slot:
+    """One of the workers `up` keeps running."""
+
+    index: int
+    proc: subprocess.Popen[bytes] | None = None
+    name: str = ""
+    started: float = 0.0  # time.time() of the current process's start
+    backoff: float = 0.0  # the wait before the next start if the current process exits soon
+    start_at: float = 0.0  # time.monotonic() from which the next process may start
+
+
+class Workers:
+    """`up`'s worker processes, supervised as a Deployment's pods are by the kubelet: one that
+    exits is started again (after a backoff that grows while it keeps exiting soon after its
+    start), and one whose heartbeat (keys.WORKERS, refreshed by its task loop) is older than
+    `stale_s` is stuck, killed and started again. The worker's own watchdog ends a worker stuck in a
+    task; this catches the rest (a process stopped with SIGSTOP, a watchdog turned off)."""
+
+    def __init__(
+        self, command: list[str], env: dict[str, str], count: int, settings: RedisSettings, stale_s: float | None
+    ) -> None:
+        self.command, self.env, self.stale_s = command, env, stale_s
+        self.slots = [Slot(i) for i in range(count)]
+        self.redis = sync_client(settings, socket_timeout=1.0, socket_connect_timeout=1.0)
+        self.checked = time.monotonic()
+        for slot in self.slots:
+            self._start(slot)
+
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return [slot.proc for slot in self.slots if slot.proc is not None]
+
+    def supervise(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is not None:
+                self._exited(slot, f"exited ({slot.proc.returncode})")
+            if slot.proc is None and now >= slot.start_at:
+                self._start(slot)
+        if self.stale_s is not None and now - self.checked >= CHECK_EVERY_S:
+            self.checked = now
+            self._kill_stuck(self.stale_s)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def _start(self, slot: Slot) -> None:
+        slot.name = f"up-worker-{slot.index}-{time.time_ns()}"
+        slot.started = time.time()
+        slot.proc = subprocess.Popen([*self.command, "worker", "--name", slot.name], env=self.env)
+
+    def _exited(self, slot: Slot, why: str) -> None:
+        delay = slot.backoff if time.time() - slot.started < STABLE_S else 0.0
+        slot.backoff = min(max(2 * delay, BACKOFF_FIRST_S), BACKOFF_MAX_S)  # for the next quick exit
+        slot.start_at = time.monotonic() + delay
+        slot.proc = None
+        with contextlib.suppress(redis.RedisError):
+            self.redis.zrem(keys.WORKERS, slot.name)  # readiness counts live workers only
+        later = f" in {delay:g} s" if delay else ""
+        print(f"quanta up: worker {slot.index} {why}; starting another{later}", file=sys.stderr, flush=True)
+
+    def _kill_stuck(self, stale_s: float) -> None:
+        live = [slot for slot in self.slots if slot.proc is not None]
+        if not live:
+            return
+        try:
+            beats: list[float | None] = self.redis.zmscore(keys.WORKERS, [slot.name for slot in live])
+        except redis.RedisError:
+            return  # Redis does not answer: the workers cannot beat either; nothing to judge by
+        now = time.time()
+        for slot, beat in zip(live, beats, strict=True):
+            since = beat if beat is not None else slot.started + STARTUP_S
+            if now - since > stale_s and slot.proc is not None:
+                slot.proc.kill()  # SIGKILL: a stuck or stopped process does not act on SIGTERM
+                slot.proc.wait()
+                self._exited(slot, f"sent no heartbeat for {now - since:.0f} s (stuck): killed")
 
 
 def _index(datasets: dict[str, Dataset]) -> None:

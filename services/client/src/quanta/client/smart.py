@@ -27,7 +27,7 @@ from quanta.client.plan.query import QueryPlan, plan_query
 from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
 from quanta.client.transport import QueryError, Row, SubRequest, Transport
-from quanta.sparql.errors import ErrorKind
+from quanta.sparql.errors import ErrorKind, QuantaError
 
 Triple = tuple[str, str, str]
 
@@ -77,6 +77,9 @@ class SmartClient:
         context = Context(requester, spec.name, self.budgets, self.services)
         try:
             plan = await plan_query(query, spec, context, self.transport, strategy=self.optional)
+        except QuantaError as error:  # a constant expression past a limit, evaluated while planning
+            context.close()
+            raise QueryError(error.kind, str(error)) from error
         except BaseException:
             context.close()
             raise
@@ -191,6 +194,8 @@ class Execution:
                 yield batch
         except Cancelled:
             return
+        except QuantaError as error:  # the client's own operators past a limit (an expression's, say)
+            raise QueryError(error.kind, str(error)) from error
         finally:
             self.context.close()
 

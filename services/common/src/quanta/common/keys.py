@@ -10,10 +10,12 @@ PREFIX = "quanta:"
 TASKS = PREFIX + "tasks"
 GROUP = "workers"
 
-# Tasks that failed MAX_DELIVERIES times, kept for operators to inspect.
+# Tasks that took MAX_DELIVERIES workers down (each died or stalled on it), kept for operators
+# to inspect. The next delivery does not run such a task: it answers its client with an error.
+# Two, not one: a worker also dies for reasons of its own (a node lost, a rollout's SIGKILL).
 DEAD_LETTERS = PREFIX + "dead"
 DEAD_LETTERS_MAXLEN = 10_000
-MAX_DELIVERIES = 3
+MAX_DELIVERIES = 2
 
 # Workers announce themselves here (score: last heartbeat, unix seconds);
 # readiness needs one seen within WORKER_STALE_S.
@@ -51,6 +53,13 @@ def running(client: str) -> str:
     renews the lease while the query streams; one that dies leaves a lease
     that simply runs out."""
     return f"{PREFIX}running:{client}"
+
+
+def client_tasks(client: str) -> str:
+    """A client's tasks in the stream (queued or running), for its share of the queue: a sorted
+    set of entry ids scored by admission time (ms). Admission drops the ids a worker or the
+    gateway has deleted from the stream; it expires 10 minutes after the client's last task."""
+    return f"{PREFIX}queued:{client}"
 
 
 def query_rate(client: str) -> str:

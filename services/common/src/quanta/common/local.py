@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -36,14 +37,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# The local Redis's memory limit (`quanta up`, tests): past it, writes are refused (noeviction)
+# and the gateway answers 503 queue-full with Retry-After, rather than the host running out.
+MAXMEMORY = os.environ.get("QUANTA_REDIS_MAXMEMORY", "1gb")
+
+
 class RedisServer:
     """A throwaway redis-server process, restartable on the same port so tests can
     simulate a Redis restart. No persistence, or `appendonly=True`: an append-only
-    file in its directory, as the Helm chart runs Redis (so a restart keeps the data)."""
+    file in its directory, as the Helm chart runs Redis (so a restart keeps the data).
 
-    def __init__(self, port: int | None = None, *, appendonly: bool = False) -> None:
+    `maxmemory` bounds it with the policy `noeviction`: every key is a task, a reply, a
+    kept plan or a client's quota, and evicting any of them would lose or corrupt a query,
+    so at the limit Redis refuses writes instead (and the service answers 503)."""
+
+    def __init__(self, port: int | None = None, *, appendonly: bool = False, maxmemory: str = MAXMEMORY) -> None:
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.maxmemory = maxmemory
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.dir = tempfile.mkdtemp(prefix="quanta-redis-")
         self.process: subprocess.Popen[bytes] | None = None
@@ -65,6 +76,10 @@ class RedisServer:
                 "yes" if self.appendonly else "no",
                 "--dir",
                 self.dir,
+                "--maxmemory",
+                self.maxmemory,
+                "--maxmemory-policy",
+                "noeviction",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 from xml.sax.saxutils import quoteattr
 
 from quanta.engine.context import _unbounded
@@ -21,8 +22,10 @@ from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+from quanta.native._core import PageTooLarge
 from quanta.sparql.collector import collection_paused
 from quanta.sparql.errors import InvalidRequest
+from quanta.sparql.expr_values import ExpressionLimit
 from quanta.sparql.results import rows_text
 from quanta.sparql.term_table import Mapping
 
@@ -185,9 +188,26 @@ def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, R
     blank = [b""] * len(head)
     return (
         head,
-        lambda rows: native.decode_rows(rows, projection, terms.extra),
-        lambda fmt, rows: native.render(fmt, keys.get(fmt, blank), rows, projection, terms.extra),
+        _bounded(lambda rows: native.decode_rows(rows, projection, terms.extra)),
+        _bounded(lambda fmt, rows: native.render(fmt, keys.get(fmt, blank), rows, projection, terms.extra)),
     )
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _bounded(write: Callable[P, T]) -> Callable[P, T]:
+    """The native writers refuse a page whose computed terms pass 256 MiB (one literal an
+    expression built, projected into thousands of columns): the query's doing, a 422."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return write(*args, **kwargs)
+        except PageTooLarge as error:
+            raise ExpressionLimit(f"{error}: the query projects too many long computed terms") from None
+
+    return run
 
 
 def decode(plan: Plan, rows: Sequence[Mapping]) -> list[Row]:
@@ -267,6 +287,8 @@ def run(
                 limit = page.limit()
     except QuantumExpired:
         return rows, False
+    finally:
+        quantum.stop()
     return rows, True
 
 

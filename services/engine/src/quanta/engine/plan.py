@@ -26,6 +26,7 @@ from quanta.sparql.errors import DatasetMismatch, InvalidPlan
 from quanta.sparql.term_table import Mapping, TermTable
 
 MAX_POOLED_TERMS = 10_000  # computed terms a pooled plan may keep in memory
+MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a million)
 
 SELECT = pb.QUERY_FORM_SELECT
 ASK = pb.QUERY_FORM_ASK
@@ -127,7 +128,7 @@ class Plan:
         (unless its term table has grown large: start afresh then). `saved`:
         the bytes this state was just saved as, so that resuming from exactly
         them takes the plan as it stands."""
-        if len(self.ctx.terms.extra) <= MAX_POOLED_TERMS:
+        if len(self.ctx.terms.extra) <= MAX_POOLED_TERMS and self.ctx.terms.extra_chars <= MAX_POOLED_CHARS:
             self.saved = saved
             POOL.give(self.ctx.store, self)
 

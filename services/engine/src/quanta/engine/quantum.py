@@ -33,9 +33,13 @@ class Quantum:
 
     def check(self) -> None:
         """Called when the budget runs out: raise if the deadline has passed."""
-        now = time.perf_counter()
-        if now >= self.deadline:
-            self.overshoot = now - self.deadline
+        if time.perf_counter() >= self.deadline:
             self.budget = 0
             raise QuantumExpired
         self.budget = CHECK_EVERY
+
+    def stop(self) -> None:
+        """The quantum has stopped running: `overshoot` is how far past the deadline it did, measured
+        now rather than at the last clock check, so work that never reached a check (one long
+        expression, a query that completed late) counts too."""
+        self.overshoot = max(0.0, time.perf_counter() - self.deadline)

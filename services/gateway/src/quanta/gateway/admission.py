@@ -1,31 +1,49 @@
-"""Admission: a per-client token bucket and a bounded queue, checked and enqueued in one Lua script.
+"""Admission: a per-client token bucket, a per-client share of the queue and a bounded queue,
+checked and enqueued in one Lua script.
 
 One script means one round trip and no race between "is there room" and
-"enqueue": many gateway processes can share the bound. Rate first, so a
-client flooding a full queue is told it is the one flooding (429, not 503).
+"enqueue": many gateway processes can share the bounds. Rate first, then the
+client's share, then the queue, so a client flooding a full queue is told it
+is the one flooding (429, not 503).
+
+The share counts every task of the client still in the stream (queued, or
+taken by a worker and not yet answered), continuations included: they are
+not charged to the rate (a long query must not throttle itself), so without
+the share one client replaying a `next` token could fill the whole queue.
+The script keeps the client's entry ids in a sorted set and, only when the
+set is at the share, drops those no longer in the stream (a worker deletes a
+task when it replies, the gateway when it gives up on it): nothing to
+release, so a gateway that dies leaks nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 
+from redis.exceptions import ResponseError
 from starlette.requests import Request
 
 from quanta.common import keys
+from quanta.gateway.config import Settings
 from quanta.gateway.resp import RespConnection, run_script
 
-# KEYS[1] the client's bucket (hash: tokens, ts in ms), KEYS[2] the task stream.
-# ARGV: rate (tokens/s, 0: no limit), burst, max queue, group, task bytes.
-# Returns {0, entry id} | {1, retry after ms} (rate limited) | {2, depth} (queue full).
+# KEYS[1] the client's bucket (hash: tokens, ts in ms), KEYS[2] the task stream, KEYS[3] the
+# client's tasks (sorted set: entry id by admission time, ms).
+# ARGV: rate (tokens/s, 0: no limit), burst, max queue, group, task bytes, client share (0: none),
+# how long the client's set outlives its last task (ms).
+# Returns {0, entry id} | {1, retry after ms} (rate limited) | {2, depth} (queue full) |
+# {3, held} (the client holds its share).
 # The clock is Redis's (TIME), so every gateway agrees on it.
 ADMIT_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rate = tonumber(ARGV[1])
 if rate > 0 then
   local burst = tonumber(ARGV[2])
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
   local tokens = tonumber(bucket[1]) or burst
   local ts = tonumber(bucket[2]) or now
@@ -36,6 +54,22 @@ if rate > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
   if not admitted then return {1, math.ceil((1 - tokens) * 1000 / rate)} end
 end
+local share = tonumber(ARGV[6])
+local gone = {}
+if share > 0 then
+  local held = redis.call('ZCARD', KEYS[3])
+  if held >= share then
+    -- Oldest first: the likeliest to be answered already.
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+      if #redis.call('XRANGE', KEYS[2], id, id) == 0 then
+        gone[#gone + 1] = id
+        held = held - 1
+        if held < share then break end
+      end
+    end
+    if held >= share then return {3, held} end
+  end
+end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   -- A new (or restarted, empty) Redis: make the group read from the start, so
   -- tasks queued before any worker asked are still delivered.
@@ -44,14 +78,27 @@ else
   local depth = redis.call('XLEN', KEYS[2])
   if depth >= tonumber(ARGV[3]) then return {2, depth} end
 end
-return {0, redis.call('XADD', KEYS[2], '*', 'task', ARGV[5])}
+-- Writes that Redis refuses at its maxmemory (XADD, ZADD, HSET) come before any other: once a
+-- script has written, Redis lets it finish, so a ZREM first would let XADD past the limit.
+local id = redis.call('XADD', KEYS[2], '*', 'task', ARGV[5])
+if share > 0 then
+  if #gone > 0 then redis.call('ZREM', KEYS[3], unpack(gone)) end
+  redis.call('ZADD', KEYS[3], now, id)
+  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
+end
+return {0, id}
 """
+# A client's set of tasks outlives its last admission by this much: longer than any task waits.
+HOLD_MS = 10 * 60 * 1000
+# The client a /sparql request's quanta count against (set when fair_use admits its query; the
+# smart client's tasks, streamed from the same request, inherit the context).
+QUERY_CLIENT: ContextVar[str] = ContextVar("quanta_query_client", default="sparql-endpoint")
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     entry_id: str = ""
-    # Set when refused: "rate_limited" or "queue_full" (the metric's reason label).
+    # Set when refused: "rate_limited", "too_many_tasks" or "queue_full" (the metric's reason label).
     refused: str = ""
     retry_after_s: int = 0
 
@@ -60,32 +107,58 @@ ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
 
 
 class Admitter:
-    def __init__(self, rate: float, burst: int, max_queue: int, retry_after_s: int) -> None:
+    def __init__(
+        self, rate: float, burst: int, max_queue: int, retry_after_s: int, client_tasks: int = 0
+    ) -> None:  # fmt: skip
         self.rate, self.burst, self.max_queue, self.retry_after_s = rate, burst, max_queue, retry_after_s
+        self.client_tasks = client_tasks  # each client's share of the queue; 0: none
 
     async def admit(self, conn: RespConnection, client: str, task: bytes, charge: bool = True) -> Admission:
-        """Enqueue `task` unless the client is over its rate (when `charge`d) or the queue is full
-        (raises RedisError). A quantum of a query already admitted is not charged."""
-        args = [self.rate if charge else 0, self.burst, self.max_queue, keys.GROUP, task]
-        code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, [keys.rate(client), keys.TASKS], args)
+        """Enqueue `task` unless the client is over its rate (when `charge`d) or holds its share
+        of the queue, or the queue is full (raises RedisError). A quantum of a query already
+        admitted is not charged, but it counts in the client's share."""
+        args = [self.rate if charge else 0, self.burst, self.max_queue, keys.GROUP, task, self.client_tasks, HOLD_MS]
+        script_keys = [keys.rate(client), keys.TASKS, keys.client_tasks(client)]
+        code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, script_keys, args)
         if code == 0:
             return Admission(entry_id=value.decode() if isinstance(value, bytes) else str(value))
         if code == 1:
             return Admission(refused="rate_limited", retry_after_s=max(1, math.ceil(int(value) / 1000)))
+        if code == 3:
+            return Admission(refused="too_many_tasks", retry_after_s=self.retry_after_s)
         return Admission(refused="queue_full", retry_after_s=self.retry_after_s)
 
 
-def client_id(request: Request, trust_forwarded: bool) -> str:
-    """Whose bucket: the API key (hashed: keys never reach Redis) or the client address.
+MEMORY_FULL = "Redis is at its memory limit (maxmemory); retry later"
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether Redis refused a write because it is at its maxmemory (policy noeviction): the
+    queue is full, not down (503 queue-full, retry later)."""
+    return isinstance(error, ResponseError) and "command not allowed when used memory" in str(error)
+
+
+def client_id(request: Request, settings: Settings) -> str:
+    """Whose quotas: the client's address, or an authenticated API key's (hashed: keys never
+    reach Redis). A key counts only when its SHA-256 is in QUANTA_API_KEY_HASHES: any client
+    can invent keys, so an unknown one changes nothing (it was 30 quotas for 30 invented keys).
 
     Behind a proxy (trust_forwarded) the address is the last X-Forwarded-For hop,
     the one the proxy itself appended; earlier hops are whatever the client wrote.
     """
     api_key = request.headers.get("x-api-key")
-    if api_key:
-        return "key:" + hashlib.sha256(api_key.encode()).hexdigest()[:32]
-    if trust_forwarded:
+    if api_key and settings.api_key_hashes:
+        digest = hashlib.sha256(api_key.encode()).hexdigest()
+        if digest in authenticated_keys(settings.api_key_hashes):
+            return "key:" + digest[:32]
+    if settings.trust_forwarded:
         forwarded = request.headers.get("x-forwarded-for")
         if forwarded:
             return "ip:" + forwarded.rsplit(",", 1)[-1].strip()
     return "ip:" + (request.client.host if request.client else "unknown")
+
+
+@lru_cache(maxsize=4)
+def authenticated_keys(api_key_hashes: str) -> frozenset[str]:
+    """The digests in QUANTA_API_KEY_HASHES (checked by the settings), parsed once."""
+    return frozenset(h.strip().lower() for h in api_key_hashes.split(",") if h.strip())

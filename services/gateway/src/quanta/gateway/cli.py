@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.config
+import math
 import os
 import shutil
 import sys
@@ -42,11 +43,18 @@ def run(args: argparse.Namespace) -> int:
     own_dir = _multiprocess_dir(args.workers)
     import uvicorn  # after PROMETHEUS_MULTIPROC_DIR is set: prometheus_client reads it at import
 
+    from quanta.gateway.server import Limits, connection_cap  # after it too: it imports the metrics
+
+    cap = connection_cap(settings.max_connections)
+    log.info("connection limits", extra={"limits": repr(Limits.of(settings)), "connection_cap": cap})
+
     try:
         uvicorn.run(
             "quanta.gateway.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
             log_config=config, access_log=False, proxy_headers=False,
             timeout_graceful_shutdown=int(settings.reply_timeout_s) + 5,
+            # Deadlines, size caps and a connection cap (server.py); its idle deadline is uvicorn's keep-alive's.
+            http="quanta.gateway.server:GuardedProtocol", timeout_keep_alive=math.ceil(settings.idle_timeout_s),
         )  # fmt: skip
     finally:
         if own_dir:

@@ -8,7 +8,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from quanta.common.settings import RedisSettings
@@ -18,6 +18,7 @@ log = logging.getLogger("quanta.gateway")
 KID = re.compile(r"^[A-Za-z0-9._-]{1,32}$")
 # Short secrets make HMAC guessable; a generated one is 32 random bytes.
 MIN_SECRET_CHARS = 16
+SHA256_HEX = re.compile(r"^[0-9A-Fa-f]{64}$")
 
 
 class Settings(BaseSettings):
@@ -37,8 +38,26 @@ class Settings(BaseSettings):
     rate_burst: int = Field(default=100, ge=1, description="token bucket size")
     max_body_bytes: int = Field(default=1 << 20, ge=256)
     max_query_chars: int = Field(default=100_000, ge=16)
+    # The HTTP edge (server.py, middleware.py), as nginx bounds it: client_header_timeout,
+    # client_body_timeout, keepalive_timeout, send_timeout, large_client_header_buffers,
+    # worker_connections. The request line may be as long as a body (max_body_bytes: 414).
+    header_timeout_s: float = Field(default=20.0, gt=0, description="a request's headers arrive within it, else 408")
+    body_timeout_s: float = Field(default=20.0, gt=0, description="longest wait for the next piece of a body (408)")
+    idle_timeout_s: float = Field(default=5.0, gt=0, description="a kept-alive connection idle this long is closed")
+    send_timeout_s: float = Field(default=60.0, gt=0, description="a client that reads nothing this long is dropped")
+    max_header_bytes: int = Field(default=32 << 10, ge=1024, description="a request's header fields, else 431")
+    max_connections: int = Field(default=1000, ge=1, description="per process (at most half its descriptors)")
+    # The service's public origin (https://sparql.example.org) for the URLs it writes of itself (the
+    # service description); "": the address a connection reached, never the client's Host header.
+    public_url: str = ""
     # Key clients by the last X-Forwarded-For hop (only behind a proxy that sets it).
     trust_forwarded: bool = False
+    # Fair use (issue 17): a client is its address; an X-API-Key counts as a client of its own only
+    # when its SHA-256 (hex) is listed here (comma-separated): invented keys change nothing.
+    api_key_hashes: str = Field(default="", repr=False)
+    # The tasks one client may have queued or running at once (continuations included): a replay
+    # loop fills its own share (429 too-many-tasks), never the whole queue (max_queue).
+    max_client_tasks: int = Field(default=16, ge=1, description="tasks one client may hold in the queue")
     # Retry-After (seconds) when the queue is full or Redis is unreachable.
     retry_after_s: int = Field(default=1, ge=1)
     # Timeouts for ordinary Redis commands; blocking reads get their own.
@@ -53,6 +72,13 @@ class Settings(BaseSettings):
     sparql_memory_rows: int = Field(default=100_000, ge=1)
     sparql_disk_bytes: int = Field(default=1 << 30, ge=0)
     sparql_temp_dir: str = ""  # "": the system's temporary directory
+    # Client-side spill disk of this gateway process, all queries together (files in sparql_temp_dir):
+    # a query whose next temporary file would pass it gets 507 budget-exceeded, like one past its own
+    # sparql_disk_bytes; a disk that is full anyway gives 507 disk-full.
+    sparql_spill_bytes_total: int = Field(default=8 << 30, ge=0)
+    # Reading a query (both roles; read by quanta.sparql.bounds, which documents them):
+    # QUANTA_MAX_QUERY_DEPTH (128), QUANTA_MAX_QUERY_OPERATORS (2000), QUANTA_PARSE_BUDGET_S (3 s of CPU
+    # time, 0.5 s more of wall time), QUANTA_PARSE_THREADS (2). Keep QUANTA_WORKER_STALL_S above the budget + 1.5 s.
     # Origins whose pages may call the service from a browser (comma-separated; "*": any; "": none).
     cors_origins: str = "*"
     # SERVICE endpoints a query may call (IRIs, comma or space separated); none: SERVICE is refused.
@@ -66,6 +92,14 @@ class Settings(BaseSettings):
     redis_sentinels: str = ""
     redis_sentinel_master: str = "mymaster"
     redis_sentinel_password: str | None = Field(default=None, repr=False)
+
+    @field_validator("api_key_hashes")
+    @classmethod
+    def _check_key_hashes(cls, value: str) -> str:
+        for digest in filter(None, (h.strip() for h in value.split(","))):
+            if not SHA256_HEX.match(digest):
+                raise ValueError(f"QUANTA_API_KEY_HASHES: {digest[:8]}... is not a SHA-256 digest in hex")
+        return value
 
     @model_validator(mode="after")
     def _check_secrets(self) -> Settings:

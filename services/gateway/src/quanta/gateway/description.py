@@ -8,6 +8,8 @@ part says what the catalog knows (name, description, endpoint) and no counts.
 
 from __future__ import annotations
 
+from starlette.types import Scope
+
 from quanta.common.catalog import Dataset
 from quanta.sparql.graphs import Triple
 from quanta.sparql.terms import literal
@@ -25,6 +27,17 @@ RESULT_FORMATS = (
     "SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
     "Turtle", "N-Triples", "RDF_XML", "JSON-LD",
 )  # fmt: skip
+
+
+def origin(scope: Scope, public_url: str) -> str:
+    """The service's own origin: the configured public URL, else the address the connection
+    reached (never the client's Host header, which would let a client write the description)."""
+    if public_url:
+        return public_url.rstrip("/")
+    host, port = scope.get("server") or ("localhost", None)
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}.get(scope.get("scheme", "http"))
+    return f"{scope.get('scheme', 'http')}://{host}" + (f":{port}" if port and port != default else "")
 
 
 def service_description(endpoint: str, dataset: Dataset, federated: bool, page: str) -> list[Triple]:

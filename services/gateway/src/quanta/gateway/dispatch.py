@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
-from quanta.gateway.admission import Admitter
+from quanta.gateway.admission import MEMORY_FULL, Admitter, out_of_memory
 from quanta.gateway.resp import RespPool
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
@@ -68,6 +68,7 @@ class RetryLater:
     saved plan resumed twice gives the same page twice)."""
 
     retry_after_s: int
+    detail: str = ""  # the problem's detail: which limit
     kind: ClassVar[ErrorKind]
 
 
@@ -79,8 +80,15 @@ class RateLimited(RetryLater):
 
 
 @dataclass(frozen=True, slots=True)
+class TooManyTasks(RetryLater):
+    """The client already holds its share of the queue (queued or running tasks): not admitted."""
+
+    kind = ErrorKind.TOO_MANY_TASKS
+
+
+@dataclass(frozen=True, slots=True)
 class QueueFull(RetryLater):
-    """The task stream holds its maximum: not admitted."""
+    """The task stream holds its maximum, or Redis its maxmemory: not admitted."""
 
     kind = ErrorKind.QUEUE_FULL
 
@@ -111,7 +119,7 @@ class WrongReply:
     kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
 
 
-Failure = Failed | RateLimited | QueueFull | RedisDown | ReplyTimeout | WrongReply
+Failure = Failed | RateLimited | TooManyTasks | QueueFull | RedisDown | ReplyTimeout | WrongReply
 Outcome = Answered | Failure
 
 
@@ -140,6 +148,9 @@ class Dispatcher:
                     async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
                         item = await conn.call("BLPOP", task.reply_to, self.reply_timeout_s)
         except (RedisError, OSError, TimeoutError) as error:
+            if out_of_memory(error):  # refused before anything was queued: the queue is full, not down
+                metrics.REJECTED.labels("queue_full").inc()
+                return QueueFull(self.retry_after_s, MEMORY_FULL)
             metrics.REJECTED.labels("redis_down").inc()
             log.warning("redis unavailable", extra={"error": repr(error)})
             return RedisDown(self.retry_after_s)
@@ -147,7 +158,11 @@ class Dispatcher:
             metrics.REJECTED.labels(admission.refused).inc()
             if admission.refused == "rate_limited":
                 return RateLimited(admission.retry_after_s)
-            return QueueFull(admission.retry_after_s)
+            if admission.refused == "too_many_tasks":
+                share = self.admitter.client_tasks
+                detail = f"this client already has {share} tasks queued or running; send more as they are answered"
+                return TooManyTasks(admission.retry_after_s, detail)
+            return QueueFull(admission.retry_after_s, f"the queue holds its maximum of {self.admitter.max_queue} tasks")
         if item is None:
             metrics.REPLY_TIMEOUTS.inc()
             await self._withdraw(admission.entry_id)

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
+from quanta.gateway.admission import MEMORY_FULL, QUERY_CLIENT, out_of_memory
 from quanta.gateway.problems import Problem
 from quanta.gateway.resp import RespPool, run_script
 from quanta.sparql.errors import ErrorKind
@@ -39,9 +40,10 @@ ADMIT_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local cap = tonumber(ARGV[1])
-if cap > 0 and redis.call('ZCARD', KEYS[1]) >= cap then return {1, 0} end
+-- Leases still running; the ended ones are dropped after the first write (ZADD, HSET), which Redis
+-- refuses at its maxmemory: once a script has written, Redis lets it finish.
+if cap > 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= cap then return {1, 0} end
 local rate = tonumber(ARGV[2])
 if rate > 0 then
   local burst = tonumber(ARGV[3])
@@ -57,6 +59,7 @@ if rate > 0 then
   redis.call('PEXPIRE', KEYS[2], math.ceil(burst * 1000 / rate) + 1000)
 end
 redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], lease)
 return {0, 0}
 """
@@ -118,7 +121,10 @@ class FairUse:
 
     async def admit(self, client: str) -> Lease | Unlimited:
         """A lease for a new query of `client`; raises Problem 429 (too many
-        running, or starting them too fast) or 503 (Redis unreachable)."""
+        running, or starting them too fast) or 503 (Redis unreachable, or at its
+        maxmemory). The query's quanta count against `client`'s share of the queue
+        (QUERY_CLIENT, read by the transport in this request's context)."""
+        QUERY_CLIENT.set(client)
         if not self.max_queries and not self.rate:
             return Unlimited()
         query_id = uuid.uuid4().hex
@@ -126,11 +132,15 @@ class FairUse:
         try:
             code, value = await self.call(ADMIT_SHA, ADMIT_LUA, [keys.running(client), keys.query_rate(client)], args)
         except (RedisError, OSError, TimeoutError) as error:
-            metrics.REJECTED.labels("redis_down").inc()
+            full = out_of_memory(error)
+            metrics.REJECTED.labels("queue_full" if full else "redis_down").inc()
+            kind, detail = (
+                (ErrorKind.QUEUE_FULL, MEMORY_FULL) if full
+                else (ErrorKind.REDIS_UNAVAILABLE, "the task queue cannot be reached; retry the same request")
+            )  # fmt: skip
             raise Problem(
-                ErrorKind.REDIS_UNAVAILABLE, "the task queue cannot be reached; retry the same request",
-                headers={"Retry-After": str(self.retry_after_s)}, retry_after=self.retry_after_s,
-            ) from error  # fmt: skip
+                kind, detail, headers={"Retry-After": str(self.retry_after_s)}, retry_after=self.retry_after_s
+            ) from error
         if code == 1:
             metrics.REJECTED.labels("too_many_queries").inc()
             detail = f"this client already runs {self.max_queries} queries; start another when one ends"

@@ -17,8 +17,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
-from quanta.client.budgets import Budgets
+from quanta.client.budgets import Budgets, DiskPool
 from quanta.client.requester import RequestEvent
 from quanta.client.services import ServiceEndpoint, SparqlEndpoint
 from quanta.client.smart import SmartClient
@@ -32,16 +34,16 @@ from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
 from quanta.gateway.fair_use import FairUse
-from quanta.gateway.middleware import BodyTooLarge, Edge
+from quanta.gateway.middleware import Edge, EdgeLimit
 from quanta.gateway.models import QueryRequest, problem_schema
 from quanta.gateway.resp import RespPool
 from quanta.gateway.tokens import Signer
 from quanta.gateway.transport import DispatcherTransport
-from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
 # What a page on another origin (YASGUI, say) may send: the form or query body, and an API key.
 CORS_HEADERS = ["Accept", "Content-Type", "X-API-Key", "X-Request-ID"]
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")  # what a 405's Allow may list
 
 DESCRIPTION = """Preemptive SPARQL: every request runs one time quantum of a query on some worker
 and answers with the results so far and a `next` token that continues it. Errors are RFC 9457
@@ -69,7 +71,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The query route's admission and blocking read: no retry (a lost connection means a
         # lost reply list: answer 503 at once rather than wait for nothing).
         pool = RespPool(settings.redis())
-        admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
+        admitter = Admitter(
+            settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s,
+            client_tasks=settings.max_client_tasks,
+        )  # fmt: skip
         dispatcher = Dispatcher(
             redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
@@ -92,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="quanta", version=_version(), description=DESCRIPTION, lifespan=lifespan)
     problems.install(app)
-    app.add_exception_handler(BodyTooLarge, _on_body_too_large)
+    app.add_exception_handler(EdgeLimit, _on_edge_limit)
+    app.add_exception_handler(405, _on_wrong_method)
     app.include_router(api_router)
     app.mount("/static", web.static_files(), name="static")  # the query page's files
     if settings.cors_origin_list():
@@ -100,7 +106,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             CORSMiddleware, allow_origins=settings.cors_origin_list(), allow_methods=["GET", "POST"],
             allow_headers=CORS_HEADERS, expose_headers=["Retry-After", "X-Request-ID"], max_age=3600,
         )  # fmt: skip
-    app.add_middleware(Edge, max_body_bytes=settings.max_body_bytes, access_log=settings.access_log)
+    app.add_middleware(
+        Edge, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s,
+        access_log=settings.access_log,
+    )  # fmt: skip
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -110,7 +119,7 @@ def smart_client(settings: Settings, catalog: dict[str, Dataset], dispatcher: Di
     services: dict[str, ServiceEndpoint] = {iri: SparqlEndpoint(iri) for iri in settings.service_endpoints()}
     budgets = Budgets(
         memory_rows=settings.sparql_memory_rows, disk_bytes=settings.sparql_disk_bytes,
-        temp_dir=settings.sparql_temp_dir or None,
+        temp_dir=settings.sparql_temp_dir or None, disk_pool=DiskPool(settings.sparql_spill_bytes_total),
     )  # fmt: skip
     transport = DispatcherTransport(dispatcher, catalog)
     return SmartClient(transport, budgets=budgets, services=services, on_request=_count_quantum)
@@ -120,10 +129,20 @@ def _count_quantum(event: RequestEvent) -> None:
     metrics.SPARQL_QUANTA.labels(event.status).inc()
 
 
-async def _on_body_too_large(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, BodyTooLarge)
-    problem = problems.Problem(ErrorKind.BODY_TOO_LARGE, str(exc.detail), limit=exc.limit)
-    return problems.problem_response(413, problem.body(request.url.path))
+async def _on_edge_limit(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EdgeLimit)
+    problem = problems.Problem(exc.kind, str(exc.detail), limit=exc.limit)
+    return problems.problem_response(exc.status_code, problem.body(request.url.path), dict(exc.headers or {}))
+
+
+async def _on_wrong_method(request: Request, exc: Exception) -> Response:
+    """Starlette's 405 names the methods of the first route of the path; Allow lists every method
+    some route of the path takes (asked of the router itself: included routers hide their routes)."""
+    routes = request.app.router.routes
+    allowed = [m for m in METHODS if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
+    handler = request.app.exception_handlers[HTTPException]  # problems.install's, for every Starlette error
+    response: Response = await handler(request, HTTPException(405, headers={"Allow": ", ".join(allowed)}))
+    return response
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

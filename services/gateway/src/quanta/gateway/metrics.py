@@ -29,6 +29,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 REGISTRY = CollectorRegistry(auto_describe=True)
 REJECT_REASONS = (
     "queue_full", "rate_limited", "redis_down", "invalid_token", "too_large", "too_many_queries", "query_rate",
+    "too_many_tasks", "header_timeout", "body_timeout", "send_timeout", "connections",
 )  # fmt: skip
 
 HTTP_REQUESTS = Counter(

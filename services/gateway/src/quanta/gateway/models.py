@@ -20,12 +20,24 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"query": EXAMPLE_QUERY}, {"next": "AQEAAmsxC3dhdGRpdi0xMDBr...", "plan": "reference"}]
+            # (no `next` example: a made-up token is refused, and examples must be valid requests)
+            "examples": [{"query": EXAMPLE_QUERY}, {"query": EXAMPLE_QUERY, "plan": "reference"}],
+            # _one_input, said in the schema: exactly one of the two is a string
+            "oneOf": [
+                {"required": ["query"], "properties": {"query": {"type": "string"}}},
+                {"required": ["next"], "properties": {"next": {"type": "string"}}},
+            ],
         },
     )
 
-    query: str | None = Field(None, description="SPARQL query text (the server fragment: see docs/protocol.md)")
-    next: str | None = Field(None, description="the `next` token of the previous page")
+    query: str | None = Field(
+        None,
+        description="SPARQL query text (the server fragment: see docs/protocol.md)",
+        json_schema_extra={"minLength": 1, "format": "sparql-query"},
+    )
+    next: str | None = Field(
+        None, description="the `next` token of the previous page", json_schema_extra={"format": "quanta-token"}
+    )
     graph: str | None = Field(
         None,
         description="the IRI of one of the dataset's named graphs (GET /v1/datasets lists them); omitted: the "

@@ -76,7 +76,7 @@ def outcome_problem(outcome: Failure, **members: Any) -> Problem:
     elif isinstance(outcome, WrongReply):
         return Problem(outcome.kind, "a worker answered with another task's reply")
     else:
-        detail = ""
+        detail = outcome.detail  # which limit refused it
     retry = str(outcome.retry_after_s)
     return Problem(outcome.kind, detail, headers={"Retry-After": retry}, retry_after=outcome.retry_after_s, **members)
 

@@ -56,10 +56,10 @@ async def read_operation(request: Request) -> QueryOperation | None:
         params += await _body_params(request)
     elif not any(name in ("query", "update") for name, _ in params):
         return None
+    if any(name == "update" for name, _ in params):  # beside a query too: never ignored (protocol, 2.2)
+        raise Problem(ErrorKind.INVALID_REQUEST, READ_ONLY)
     queries = [value for name, value in params if name == "query"]
     if not queries:
-        if any(name == "update" for name, _ in params):
-            raise Problem(ErrorKind.INVALID_REQUEST, READ_ONLY)
         raise Problem(ErrorKind.INVALID_REQUEST, f"no `query`: send one (GET ?query=, a form or {DIRECT})")
     if len(queries) > 1:
         raise Problem(ErrorKind.INVALID_REQUEST, f"{len(queries)} `query` parameters: send exactly one")

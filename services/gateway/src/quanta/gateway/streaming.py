@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from quanta.client.transport import QueryError
 from quanta.gateway import metrics
 from quanta.gateway.problems import MEDIA_TYPE, Problem
-from quanta.sparql.errors import ErrorKind
+from quanta.sparql.errors import ErrorKind, QuantaError
 
 log = logging.getLogger("quanta.gateway")
 FLUSH_ROWS = 4096  # rows a query produces without waiting before they are sent anyway
@@ -262,6 +262,8 @@ def query_problem(error: Exception) -> Problem:
     """The problem for what ended a query before its results were sent."""
     if isinstance(error, Problem):
         return error
+    if isinstance(error, QuantaError):  # a results writer refusing a term (quanta.sparql.results.Unrepresentable)
+        return Problem(error.kind, str(error))
     if not isinstance(error, QueryError):
         log.exception("query failed", exc_info=error)
         return Problem(ErrorKind.INTERNAL)

@@ -20,13 +20,11 @@ from collections.abc import Mapping
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway import pages
+from quanta.gateway.admission import QUERY_CLIENT
 from quanta.gateway.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 
-# Quanta are not charged to any client's rate limit (the query was, when it
-# was admitted: fair_use), so the dispatcher needs no client name.
-CLIENT = "sparql-endpoint"
 ROW_FORMATS = {
     "terms": queue_pb2.ROW_FORMAT_TERMS,
     "json": queue_pb2.ROW_FORMAT_JSON,
@@ -54,7 +52,9 @@ class DispatcherTransport:
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
         )  # fmt: skip
         _input(task, request)
-        outcome = await self.dispatcher.run(CLIENT, task, charge=False)
+        # Not charged to the rate (the query was, when fair_use admitted it), but counted in its
+        # client's share of the queue: the client fair_use admitted the query for.
+        outcome = await self.dispatcher.run(QUERY_CLIENT.get(), task, charge=False)
         if isinstance(outcome, Answered):
             return _page(outcome, request.render)
         if isinstance(outcome, Failed):

@@ -78,3 +78,19 @@ class NativeHdt:
     ) -> list[tuple[str | None, ...]]: ...
 
 def build_index(path: str, index_path: str) -> None: ...
+
+class RegexTooBig(ValueError):
+    """The pattern compiles to more than the engine's size limit (src/regexp.rs)."""
+
+class Regex:
+    """A pattern of Rust's regex crate: linear-time matching (src/regexp.rs).
+    Raises ValueError for a syntax error, RegexTooBig past the size limit."""
+
+    def __init__(self, pattern: str) -> None: ...
+    @property
+    def groups(self) -> int: ...
+    def search(self, text: str) -> bool: ...
+    def replace(self, text: str, parts: Sequence[str | int], max_bytes: int) -> str | None: ...
+
+class PageTooLarge(ValueError):
+    """A render or decode call's terms outside the dictionary pass 256 MiB (src/python.rs)."""

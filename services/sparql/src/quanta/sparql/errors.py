@@ -22,6 +22,7 @@ class ErrorKind(Enum):
     # the request
     INVALID_REQUEST = ("invalid-request", 400, "The request body is not a valid query request")
     SYNTAX_ERROR = ("syntax-error", 400, "The query does not parse")
+    QUERY_TOO_COMPLEX = ("query-too-complex", 400, "The query is past a limit of the parser (nesting, size or time)")
     INVALID_TOKEN = ("invalid-token", 400, "The next token was not issued by this service")
     INVALID_PLAN = ("invalid-plan", 400, "The saved plan cannot be resumed by this version")
     UNKNOWN_DATASET = ("unknown-dataset", 404, "No such dataset")
@@ -34,16 +35,29 @@ class ErrorKind(Enum):
     UNSUPPORTED_OPERATOR = ("unsupported-operator", 422, "The query uses an operator the server does not evaluate")
     UNKNOWN_GRAPH = ("unknown-graph", 404, "The dataset has no graph of that name")
     SERVICE_NOT_ALLOWED = ("service-not-allowed", 403, "SERVICE names an endpoint that is not on the allowlist")
+    # an expression (FILTER, BIND, ...) built a value past a limit: quanta.sparql.expr_values.ExpressionLimit
+    EXPRESSION_LIMIT = ("expression-limit", 422, "An expression builds a value past a limit of the service")
+    # the connection (the HTTP edge: quanta.gateway.server and middleware)
+    REQUEST_TIMEOUT = ("request-timeout", 408, "The request did not arrive in time")
+    URI_TOO_LONG = ("uri-too-long", 414, "The request line is too long")
+    HEADERS_TOO_LARGE = ("headers-too-large", 431, "The request's header fields are too large")
+    TOO_MANY_CONNECTIONS = ("too-many-connections", 503, "The server holds as many connections as it may", True)
     # the smart client
     BUDGET_EXCEEDED = ("budget-exceeded", 507, "The query needs more than its memory or disk budget")
+    DISK_FULL = ("disk-full", 507, "The service's disk has no room for this query's temporary files", True)
     SERVICE_FAILED = ("service-failed", 502, "A SERVICE endpoint failed")
     UNREACHABLE = ("unreachable", 502, "The service could not be reached", True)
     # the service
     RATE_LIMITED = ("rate-limited", 429, "Too many requests from this client", True)
     TOO_MANY_QUERIES = ("too-many-queries", 429, "Too many queries running for this client", True)
+    TOO_MANY_TASKS = ("too-many-tasks", 429, "This client holds its share of the task queue", True)
     INTERNAL = ("internal", 500, "Internal error")
-    DEAD_LETTER = ("dead-letter", 500, "The task failed on every worker that tried it")
+    # one quantum ran past the workers' stall limit (QUANTA_WORKER_STALL_S), or the query killed
+    # keys.MAX_DELIVERIES workers in turn: the query's doing, not the service's
+    STALLED = ("stall-limit", 422, "One quantum of the query ran past the workers' stall limit")
+    DEAD_LETTER = ("dead-letter", 422, "The query stopped every worker that ran it")
     QUEUE_FULL = ("queue-full", 503, "The query queue is full", True)
+    PARSER_BUSY = ("parser-busy", 503, "The service is too busy to read the query now", True)
     REDIS_UNAVAILABLE = ("redis-unavailable", 503, "The queue is unreachable", True)
     REPLY_TIMEOUT = ("reply-timeout", 504, "No worker replied in time", True)
 
@@ -88,6 +102,23 @@ class QuerySyntaxError(QuantaError):
         self.message = message
         self.line = line
         self.column = column
+
+
+class QueryTooComplex(QuantaError):
+    """The query is past one of the parser's limits (`quanta.sparql.bounds`); `limit` names it."""
+
+    kind = ErrorKind.QUERY_TOO_COMPLEX
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class ParserBusy(QuantaError):
+    """Reading the query ran out of wall time before its CPU budget: the machine is overloaded,
+    not the query too complex (never remembered as a refusal: the same query may pass later)."""
+
+    kind = ErrorKind.PARSER_BUSY
 
 
 class UnsupportedQuery(QuantaError):

@@ -448,7 +448,7 @@ def _regex(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         v = text(mu)
         if type(v) is not Lit or not (v.kind == STRING or v.kind == LANG):
             return None
-        return search(v.lex) is not None
+        return search(v.lex)
 
     return _Node.of_test(test)
 

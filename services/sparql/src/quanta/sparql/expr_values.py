@@ -12,10 +12,12 @@ error value, or raise ExprError, which the caller turns into None.
 from __future__ import annotations
 
 import math
+import os
 import re
 import struct
 from decimal import ROUND_DOWN, Context, Decimal
 
+from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -77,6 +79,37 @@ _QUANTUM = Decimal(1).scaleb(-18)
 
 class ExprError(Exception):
     """A SPARQL expression error (type error, invalid argument, ...)."""
+
+
+# The longest string an expression may build, in characters (QUANTA_MAX_LITERAL_CHARS; one
+# setting for workers and gateway alike, read where the expressions are). 1 Mi characters is
+# far beyond any real literal yet keeps a value (at most 4 MiB of UTF-8, a few times that while
+# rendered) small beside a process's memory: doubling a string 24 times stops at the 20th.
+MAX_LITERAL_CHARS = int(os.environ.get("QUANTA_MAX_LITERAL_CHARS", 1 << 20))
+# The widest integer an expression may compute, in bits: Python's int-to-text limit is 4300
+# digits (about 14,284 bits), and ?x * ?x repeated would otherwise grow exponentially.
+MAX_INTEGER_BITS = 14_000
+
+
+class ExpressionLimit(QuantaError):
+    """An expression built a value past a limit: the query fails with a 422 naming the limit,
+    never an unbound value (a silently different answer) and never an exhausted process.
+    Not an ExprError, so no operator turns it into SPARQL's error value."""
+
+    kind = ErrorKind.EXPRESSION_LIMIT
+
+
+def bounded(lex: str, what: str) -> str:
+    """`lex`, if it is within MAX_LITERAL_CHARS; `what` names the builder in the error."""
+    if len(lex) > MAX_LITERAL_CHARS:
+        raise too_long(what)
+    return lex
+
+
+def too_long(what: str) -> ExpressionLimit:
+    return ExpressionLimit(
+        f"{what} builds a string of more than {MAX_LITERAL_CHARS} characters (QUANTA_MAX_LITERAL_CHARS)"
+    )
 
 
 class Iri:
@@ -196,6 +229,8 @@ def boolean(b: bool) -> Lit:
 
 
 def integer(i: int) -> Lit:
+    if i.bit_length() > MAX_INTEGER_BITS:
+        raise ExpressionLimit(f"an integer of more than {MAX_INTEGER_BITS} bits (about 4,200 digits)")
     return Lit(str(i), None, XSD_INTEGER, INTEGER, i)
 
 

@@ -26,6 +26,7 @@ from quanta.sparql.expr_values import (
     DOUBLE,
     INTEGER,
     LANG,
+    MAX_LITERAL_CHARS,
     OTHER,
     RDF_LANGSTRING,
     STRING,
@@ -35,6 +36,7 @@ from quanta.sparql.expr_values import (
     Lit,
     Value,
     boolean,
+    bounded,
     decimal,
     integer,
     like,
@@ -46,6 +48,7 @@ from quanta.sparql.expr_values import (
     simple_arg,
     string,
     text_arg,
+    too_long,
 )
 from quanta.sparql.functions_regex import regex, replace
 
@@ -177,12 +180,12 @@ def _integer_argument(v: Value) -> int:
 
 def ucase(v: Value) -> Lit:
     s = text_arg(v)
-    return like(s.lex.upper(), s)
+    return like(bounded(s.lex.upper(), "UCASE"), s)  # "ß" is "SS": a string can grow
 
 
 def lcase(v: Value) -> Lit:
     s = text_arg(v)
-    return like(s.lex.lower(), s)
+    return like(bounded(s.lex.lower(), "LCASE"), s)
 
 
 def strstarts(a: Value, b: Value) -> Lit:
@@ -214,12 +217,14 @@ def strafter(a: Value, b: Value) -> Lit:
 
 
 def encode_for_uri(v: Value) -> Lit:
-    return string(quote(text_arg(v).lex, safe=""))
+    return string(bounded(quote(text_arg(v).lex, safe=""), "ENCODE_FOR_URI"))  # up to 12 times longer
 
 
 def concat(*args: Value) -> Lit:
     """The common language tag survives if every argument has it; else a simple literal."""
     parts = [text_arg(a) for a in args]
+    if sum(len(p.lex) for p in parts) > MAX_LITERAL_CHARS:  # refused before it is built
+        raise too_long("CONCAT")
     text = "".join(p.lex for p in parts)
     tags = {p.lang.lower() if p.lang else None for p in parts}
     if len(tags) == 1 and None not in tags:

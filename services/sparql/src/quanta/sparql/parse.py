@@ -9,10 +9,13 @@ cache); the compiler maps placeholders back to the query's own constants.
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MethodType
-from typing import Any
+from typing import Any, TypeVar
 
 from pyparsing import Literal as Keyword
 from pyparsing import MatchFirst, ParseException, ParseResults, original_text_for
@@ -23,7 +26,8 @@ from rdflib.plugins.sparql.parserutils import Comp, CompValue, Param
 from rdflib.term import Literal, Node, URIRef
 
 import quanta.sparql.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
-from quanta.sparql.errors import QuerySyntaxError
+from quanta.sparql import bounds
+from quanta.sparql.errors import QuerySyntaxError, QueryTooComplex
 from quanta.sparql.fragment import query_refusals
 from quanta.sparql.terms import unescape_lexical
 
@@ -55,6 +59,8 @@ def _fix_rdflib_grammar() -> None:
 
 
 _fix_rdflib_grammar()
+
+T = TypeVar("T")
 
 PLACEHOLDER_IRI = "urn:quanta:constant:"
 PLACEHOLDER_STRING = "quanta-constant-"
@@ -136,23 +142,68 @@ def _after_datatype_mark(text: str, start: int) -> bool:
     return text.startswith("^^", i - 2, i)
 
 
+# rdflib's parser is not thread-safe (pyparsing's grammar objects keep state while they parse:
+# two parse threads at once failed with errors from inside pyparsing): one parse at a time.
+_rdflib = threading.Lock()
+
+
 def _parsed(text: str) -> tuple[Any, tuple[str, ...]]:
     """The algebra of `text`, and what of it the server refuses."""
-    algebra = translateQuery(parseQuery(text))
+    with _rdflib:
+        algebra = translateQuery(parseQuery(text))
     return algebra, tuple(query_refusals(algebra.algebra))
 
 
 _parse_shape = lru_cache(maxsize=2048)(_parsed)
 
 
+_refused = bounds.Refusals()
+
+
 def parse(text: str) -> ParsedQuery:
-    """Parse a query; raise QuerySyntaxError with the line and column."""
+    """Parse a query within `quanta.sparql.bounds` (checked first, then on a parse
+    thread under the parse budget); raise QuerySyntaxError with the line and column,
+    or QueryTooComplex naming the limit. A refused text is refused again at no cost."""
+    return bounded(lambda: read(text), text)
+
+
+def bounded(call: Callable[[], T], text: str) -> T:
+    """`call()`, which parses `text` (and may walk its tree further: plan, compile), within
+    the bounds; a refusal of `text` is remembered. Blocks the calling thread (see `bounded_async`)."""
+    with _refusals_kept(text):
+        return bounds.run(call)
+
+
+async def bounded_async(call: Callable[[], T], text: str) -> T:
+    """`bounded`, with the event loop free meanwhile (the gateway's)."""
+    with _refusals_kept(text):
+        return await bounds.run_async(call)
+
+
+@contextmanager
+def _refusals_kept(text: str) -> Iterator[None]:
+    """Refuse `text` at once if it was refused before, else check it; remember a refusal."""
+    refused = _refused.get(text)
+    if refused is not None:
+        raise refused
+    try:
+        bounds.check(text)
+        yield
+    except (QuerySyntaxError, QueryTooComplex) as error:
+        _refused.put(text, error)
+        raise
+
+
+def read(text: str) -> ParsedQuery:
+    """`parse` without the bounds: only inside `bounded` (a plan that parses, say)."""
     shape, constants = normalize(text)
     try:
         algebra, refusals = _parse_shape(shape)
         return ParsedQuery(algebra, constants, refusals)
     except ParseException:
         pass  # placeholders shift columns: report the error on the original text
+    except RecursionError:
+        raise
     except Exception as error:  # rdflib reports some static errors untyped
         raise QuerySyntaxError(str(error), 1, 1) from error
     try:
@@ -160,5 +211,7 @@ def parse(text: str) -> ParsedQuery:
         return ParsedQuery(algebra, {}, refusals)
     except ParseException as error:
         raise QuerySyntaxError(error.msg, error.lineno, error.col) from error
+    except RecursionError:
+        raise
     except Exception as error:
         raise QuerySyntaxError(str(error), 1, 1) from error

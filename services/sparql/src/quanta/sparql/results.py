@@ -19,6 +19,7 @@ from json.encoder import encode_basestring_ascii as _quote  # json.dumps's strin
 from typing import Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.terms import nt_term, split_literal
 
 FORMATS = {
@@ -160,16 +161,48 @@ class Json:
 
 
 _XML_CR = {"\r": "&#13;"}  # a raw CR would be read back as a line feed
+# What XML 1.0 cannot carry at all, not even as a character reference (its production Char).
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+class Unrepresentable(QuantaError):
+    """A result holds a character the response's format cannot carry (XML 1.0: the
+    control characters but tab, line feed and carriage return; U+FFFE, U+FFFF; lone
+    surrogates). Refused rather than written raw (no XML parser would read the
+    document) or replaced (a silently wrong answer). services/native/src/render.rs
+    refuses the same characters with the same message."""
+
+    kind = ErrorKind.NOT_ACCEPTABLE
+
+
+def unrepresentable_message(char: str) -> str:
+    return (
+        f"the XML results format cannot carry the character U+{ord(char):04X} that a result holds; "
+        "ask for application/sparql-results+json, text/tab-separated-values or text/csv"
+    )
+
+
+def _xml_safe(text: str) -> str:
+    found = _XML_FORBIDDEN.search(text)
+    if found is not None:
+        raise Unrepresentable(unrepresentable_message(found.group()))
+    return text
 
 
 def _xml_term(term: str) -> str:
     if term.startswith('"'):
         lexical, lang, datatype = split_literal(term)
-        attr = f" xml:lang={quoteattr(lang)}" if lang else f" datatype={quoteattr(datatype)}" if datatype else ""
-        return f"<literal{attr}>{escape(lexical, _XML_CR)}</literal>"
+        attr = (
+            f" xml:lang={quoteattr(_xml_safe(lang))}"
+            if lang
+            else f" datatype={quoteattr(_xml_safe(datatype))}"
+            if datatype
+            else ""
+        )
+        return f"<literal{attr}>{escape(_xml_safe(lexical), _XML_CR)}</literal>"
     if term.startswith("_:"):
-        return f"<bnode>{escape(term[2:])}</bnode>"
-    return f"<uri>{escape(term)}</uri>"
+        return f"<bnode>{escape(_xml_safe(term[2:]))}</bnode>"
+    return f"<uri>{escape(_xml_safe(term))}</uri>"
 
 
 class Xml:

@@ -50,6 +50,7 @@ class TermTable:
     def __init__(self, dictionary: Dictionary | None, extra: list[str] | None = None) -> None:
         self.dictionary: Dictionary = dictionary if dictionary is not None else NoDictionary()
         self.extra: list[str] = []
+        self.extra_chars = 0  # the extra terms' characters: who keeps a table bounds it by both
         self._extra_ids: dict[str, int] = {}
         self._nodes: dict[int, Node] = {}
         self._fixed = 0
@@ -59,6 +60,7 @@ class TermTable:
 
     def _add_extra(self, term: str) -> int:
         self.extra.append(term)
+        self.extra_chars += len(term)
         gid = -len(self.extra)
         self._extra_ids[term] = gid
         return gid

@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -23,16 +23,15 @@ from quanta.common.catalog import CatalogError, Dataset, load_catalog
 from quanta.common.connect import sync_client
 from quanta.common.logs import setup_json_logging
 from quanta.common.settings import SettingsError
+from quanta.engine.execute import execute
 from quanta.engine.storage import TripleStore, backend_name, open_store, side_index_path
-from quanta.worker.config import WorkerSettings
+from quanta.worker.config import BLOCK_S, WorkerSettings
 from quanta.worker.consumer import Consumer
 from quanta.worker.health import Health
 from quanta.worker.health import serve as serve_health
 from quanta.worker.runner import Runner
 
 log = logging.getLogger("quanta.worker")
-
-BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +40,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="consumer name (default: $QUANTA_WORKER_NAME, else host name and pid)")
     parser.add_argument("--metrics-port", type=int, help="serve /metrics, /livez, /readyz on this port (0: off)")
     parser.add_argument(
-        "--reclaim-idle-ms", type=int, help="take over tasks idle this long (default: 10 quanta, at least 1 s)"
+        "--reclaim-idle-ms", type=int, help="take over tasks idle this long (default: the stall limit plus 1 s)"
+    )
+    parser.add_argument(
+        "--stall-s",
+        type=float,
+        help="exit when one task's engine work runs this long (default: 10 quanta, at least 5 s; inf: never)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         settings = WorkerSettings.from_env(
-            catalog=args.catalog, name=args.name, metrics_port=args.metrics_port, reclaim_idle_ms=args.reclaim_idle_ms
+            catalog=args.catalog,
+            name=args.name,
+            metrics_port=args.metrics_port,
+            reclaim_idle_ms=args.reclaim_idle_ms,
+            stall_s=args.stall_s,
         )
     except SettingsError as e:
         print(f"quanta worker: {e}", file=sys.stderr)
@@ -73,33 +81,61 @@ def run(args: argparse.Namespace) -> int:
     )
     stores = {name: open_dataset(d, client) for name, d in datasets.items()}
     graphs = {name: {iri: open_dataset(d, client, iri) for iri, _ in d.graphs} for name, d in datasets.items()}
+    for store in stores.values():  # one is enough: the first query's one-time costs are start-up's
+        warm_up(store)
+        break
     gc.freeze()  # what start-up built lives as long as the process: keep collections off it
-    idle = settings.reclaim_idle_ms or reclaim_idle_ms(datasets.values())
-    runner = Runner(datasets, stores, client, settings.name, graphs)
+    idle = settings.reclaim_after_ms(datasets.values())
+    stall = settings.stall_limit_s(datasets.values())
+    runner = Runner(datasets, stores, client, settings.name, graphs, stall_s=stall)
     consumer = Consumer(
         client, runner, settings.name, reclaim_idle_ms=idle, block_ms=int(BLOCK_S * 1000), health=health
     )
 
+    terminated = False
+
     def stop(*_: object) -> None:
-        health.stopping = True
+        nonlocal terminated
+        terminated = health.stopping = True
         consumer.stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     consumer.ensure_group()
     health.serving = True
-    log.info("worker serving", extra={"worker": settings.name, "datasets": sorted(datasets)})
+    log.info(
+        "worker serving",
+        extra={"worker": settings.name, "datasets": sorted(datasets), "stall_s": stall, "reclaim_idle_ms": idle},
+    )
     consumer.serve()
+    if consumer.stalled and not terminated:
+        return restart_in_place(settings.name)
     log.info("worker stopped", extra={"worker": settings.name})
     return 0
 
 
-def reclaim_idle_ms(datasets: Iterable[Dataset]) -> int:
-    """Ten quanta of the slowest dataset, at least a second: a healthy worker
-    always answers well within that. An infinite quantum can run for long,
-    so its tasks are reclaimed only after 10 minutes."""
-    longest = max(d.quantum_ms for d in datasets)
-    return 600_000 if longest == float("inf") else max(1000, int(10 * longest))
+def restart_in_place(name: str) -> int:
+    """Start afresh after a stalled task, whose interruption may have left caches or pooled plans
+    half-updated: a new interpreter in this process (execv), with the same pid, arguments and
+    name. Neither the kubelet nor `quanta up` sees an exit, so a query that stalls workers over
+    and over cannot push them into a crash loop's backoff. Returns (1) only if the exec failed."""
+    log.warning("worker restarts in place after a stalled task", extra={"worker": name})
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, sys.orig_argv)
+    except OSError:
+        setup_json_logging("INFO")  # logging was shut down for the exec
+        log.exception("could not restart in place: exiting")
+        return 1
+
+
+def warm_up(store: TripleStore) -> None:
+    """Run one small query: the first one in a process pays for the parser's grammar and the
+    compiler's imports (a second or more on a busy machine), which would otherwise count against
+    the first task's stall limit."""
+    execute(store, query="ASK { ?s ?p ?o }", quantum_seconds=None)
 
 
 def open_dataset(dataset: Dataset, client: redis.Redis, graph: str | None = None) -> TripleStore:

@@ -6,13 +6,23 @@ the Helm chart sets variables).
 
 from __future__ import annotations
 
+import math
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from quanta.common.catalog import Dataset
 from quanta.common.settings import RedisSettings, SettingsError
+
+MIN_STALL_S = 5.0  # the automatic stall limit's floor: far above any quantum, under the gateway's 30 s wait
+# The watchdog's second hand: this long after the stall limit, a main thread that has not come
+# back to Python (stuck in C code that holds the GIL) is ended by faulthandler's thread.
+STALL_GRACE_S = 1.0
+RECLAIM_MARGIN_S = 1.0  # a stuck worker has been ended this long before its task is reclaimed
+BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty
+HEARTBEAT_S = 1.0  # how often the task loop refreshes the worker's heartbeat (keys.WORKERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +31,15 @@ class WorkerSettings:
     name: str = ""  # QUANTA_WORKER_NAME: consumer name (default: host name and pid, unique per process)
     metrics_port: int = 0  # QUANTA_METRICS_PORT: /metrics, /livez and /readyz (0: off)
     metrics_host: str = "0.0.0.0"  # QUANTA_METRICS_HOST
-    reclaim_idle_ms: int = 0  # QUANTA_RECLAIM_IDLE_MS: take over tasks idle this long (0: 10 quanta, >= 1 s)
+    # QUANTA_RECLAIM_IDLE_MS: take over tasks idle this long (0: the stall limit plus 2 s, so a
+    # task runs on one worker at a time; without a stall limit, 10 quanta, >= 1 s; 10 min for `inf` quanta)
+    reclaim_idle_ms: int = 0
+    # QUANTA_WORKER_STALL_S: a task whose engine work (parse or resume, the quantum, suspend, writing
+    # the page) runs this long has stalled its worker (quanta.worker.runner.watchdog): it is stopped
+    # and answered 422 stall-limit, and the worker restarts; one stuck in C code that holds the GIL
+    # ends its worker STALL_GRACE_S later, and another worker takes the task over (0: ten quanta of
+    # the slowest dataset, at least 5 s; inf: no watchdog). Tasks of `inf` quanta are never watched.
+    stall_s: float = 0.0
     # QUANTA_LIVENESS_TIMEOUT_S: /livez fails when the task loop has not come round for this long
     # (it comes round at least every second, plus the quantum in hand).
     liveness_timeout_s: float = 60.0
@@ -38,6 +56,7 @@ class WorkerSettings:
             metrics_port=_int(source, "QUANTA_METRICS_PORT", 0),
             metrics_host=source.get("QUANTA_METRICS_HOST") or "0.0.0.0",
             reclaim_idle_ms=_int(source, "QUANTA_RECLAIM_IDLE_MS", 0),
+            stall_s=_float(source, "QUANTA_WORKER_STALL_S", 0.0),
             liveness_timeout_s=_float(source, "QUANTA_LIVENESS_TIMEOUT_S", 60.0),
             log_level=(source.get("QUANTA_LOG_LEVEL") or "INFO").upper(),
             redis=RedisSettings.from_env(source),
@@ -47,7 +66,41 @@ class WorkerSettings:
             raise SettingsError(f"QUANTA_LOG_LEVEL: {settings.log_level!r} is not debug, info, warning or error")
         if settings.liveness_timeout_s <= 0:
             raise SettingsError("QUANTA_LIVENESS_TIMEOUT_S must be positive")
+        if settings.stall_s < 0 or math.isnan(settings.stall_s):
+            raise SettingsError("QUANTA_WORKER_STALL_S must be positive (0: automatic, inf: no watchdog)")
         return settings
+
+    def stall_limit_s(self, datasets: Iterable[Dataset]) -> float | None:
+        """Seconds of engine work after which a task has stalled its worker (None: never)."""
+        if self.stall_s:
+            return None if self.stall_s == math.inf else self.stall_s
+        finite = [d.quantum_ms for d in datasets if d.quantum_ms != math.inf]
+        return max(MIN_STALL_S, 10 * max(finite, default=0.0) / 1000)
+
+    def reclaim_after_ms(self, datasets: Iterable[Dataset]) -> int:
+        """How long a task stays pending before another worker takes it over. Past the stall limit,
+        so a live worker's task is never run twice at once and a task that stalls workers stalls
+        them one after the other (each delivery is one worker lost). An infinite quantum can run
+        for long, so its tasks are reclaimed only after 10 minutes."""
+        if self.reclaim_idle_ms:
+            return self.reclaim_idle_ms
+        datasets = list(datasets)
+        longest = max(d.quantum_ms for d in datasets)
+        if longest == math.inf:
+            return 600_000
+        stall = self.stall_limit_s(datasets)
+        if stall is None:  # no watchdog: ten quanta, at least a second (a healthy worker answers well within)
+            return max(1000, int(10 * longest))
+        return int((stall + STALL_GRACE_S + RECLAIM_MARGIN_S) * 1000)
+
+    def heartbeat_stale_s(self, datasets: Iterable[Dataset]) -> float | None:
+        """A worker whose heartbeat is older than this is stuck (None: cannot tell, no stall limit):
+        its loop beats between tasks, and a task ends by the stall limit plus one slow Redis command."""
+        datasets = list(datasets)
+        stall = self.stall_limit_s(datasets)
+        if stall is None or any(d.quantum_ms == math.inf for d in datasets):
+            return None
+        return stall + STALL_GRACE_S + self.redis.socket_timeout_s + BLOCK_S + HEARTBEAT_S
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -1,10 +1,11 @@
 """The task loop: XREADGROUP a task, run it, push the reply and XACK (in one transaction).
 
 A task stays pending until its reply is written, so a task whose worker
-died is reclaimed (XAUTOCLAIM) by another worker after `reclaim_idle_ms`
-and run again: safe, since the data is read-only and a task carries all its
-input. A task delivered MAX_DELIVERIES times (it kills its workers) goes to
-the dead-letter stream and its client gets an error.
+died (or was stuck, and was ended by the runner's watchdog) is reclaimed
+(XAUTOCLAIM) by another worker after `reclaim_idle_ms` and run again: safe,
+since the data is read-only and a task carries all its input. A task that
+already took MAX_DELIVERIES workers down is not run again: it goes to the
+dead-letter stream and its client gets an error naming what happened.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from quanta.common import keys
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql.errors import ErrorKind
 from quanta.worker import metrics
+from quanta.worker.config import HEARTBEAT_S
 from quanta.worker.health import Health
-from quanta.worker.runner import Runner, error
+from quanta.worker.runner import Runner, WorkerStalled, error
 
 log = logging.getLogger("quanta.worker")
 
 Entry = tuple[bytes, dict[bytes, bytes]]  # a task's stream entry: id, fields
 
-HEARTBEAT_S = 1.0
 RECLAIM_EVERY_S = 0.5
 
 
@@ -42,6 +43,7 @@ class Consumer:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.block_ms = block_ms
         self.stopping = False
+        self.stalled = False  # a task ran past the stall limit: the worker restarts in place after answering it
         self.health = health or Health(liveness_timeout_s=float("inf"))
         self._beat = 0.0
         self._reclaimed = 0.0
@@ -62,17 +64,23 @@ class Consumer:
                     ahead = self.handle(entry_id, fields, read_next=i == len(entries) - 1)
                 self.health.record(redis_ok=True)
                 backoff = 0.1
-            except redis.ResponseError as e:
-                if "NOGROUP" not in str(e):
-                    raise
-                self.ensure_group()  # Redis restarted empty: recreate the stream and group
-            except (redis.ConnectionError, redis.TimeoutError) as e:
+            except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.OutOfMemoryError) as e:
+                # Out of memory: Redis at its maxmemory refuses writes (noeviction) until replies and
+                # plans expire; like an outage, wait it out rather than crash-loop.
                 ahead = []  # if it was read, it stays pending: reclaimed after reclaim_idle_ms
                 self.health.record(redis_ok=False)
                 log.warning("redis unavailable (%s); retrying in %.1fs", e, backoff)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
-        self.leave()
+            except redis.ResponseError as e:
+                if "NOGROUP" not in str(e):
+                    raise
+                self.ensure_group()  # Redis restarted empty: recreate the stream and group
+        if self.stalled:  # it restarts in place: still this worker, back in a moment (`quanta up` waits)
+            with contextlib.suppress(redis.RedisError):
+                self.redis.zadd(keys.WORKERS, {self.name: time.time()})
+        else:
+            self.leave()
 
     def ensure_group(self) -> None:
         try:
@@ -131,6 +139,12 @@ class Consumer:
         started = time.time()
         try:
             reply, page = self.runner.run(task)
+        except WorkerStalled as e:
+            # the query's doing: answer it, then give way to a fresh process (what the exception
+            # interrupted may have left caches or pools half-updated)
+            message = f"one quantum of this query ran past the workers' stall limit of {e.seconds:g} s"
+            reply, page = error(task, ErrorKind.STALLED, message), None
+            self.stalled = self.stopping = self.health.stopping = True
         except Exception:  # a bug, not a bad task: answer rather than crash-loop
             log.exception("task %s failed", task.id)
             reply, page = error(task, ErrorKind.INTERNAL, "the worker failed on this task"), None
@@ -168,7 +182,9 @@ class Consumer:
             maxlen=keys.DEAD_LETTERS_MAXLEN,
             approximate=True,
         )
-        message = f"the task failed on {deliveries} workers and was set aside"
+        stall = self.runner.stall_s
+        how = f" or stuck past the stall limit of {stall:g} s" if stall is not None else ""
+        message = f"{deliveries - 1} workers in turn died running this query (crashed{how}): it is not run again"
         self.finish(entry_id, task, error(task, ErrorKind.DEAD_LETTER, message))
 
 

@@ -42,8 +42,9 @@ def observe(dataset: str, page: Page, queue_wait_s: float) -> None:
     RESULTS.labels(dataset).inc(page.count)
     if s.resume_ms:
         RESUME.labels(dataset).observe(s.resume_ms / 1000)
+    if page.next is not None or s.overshoot_ms:  # a query that completed late overshot too
+        OVERSHOOT.labels(dataset).observe(s.overshoot_ms / 1000)
     if page.next is not None:
         PREEMPTIONS.labels(dataset).inc()
         SUSPEND.labels(dataset).observe(s.suspend_ms / 1000)
-        OVERSHOOT.labels(dataset).observe(s.overshoot_ms / 1000)
         PLAN_BYTES.labels(dataset).observe(s.plan_bytes)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import secrets
+import contextlib
+import faulthandler
+import logging
+import math
+import signal
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterator, Mapping
+from types import FrameType
 
 import redis
 
-from quanta.common import keys
+from quanta.common import plans
 from quanta.common.catalog import Dataset
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
@@ -25,6 +31,9 @@ from quanta.sparql.errors import (
     UnknownGraph,
     UnsupportedQuery,
 )
+from quanta.worker.config import STALL_GRACE_S
+
+log = logging.getLogger("quanta.worker")
 
 TEXT_FORMATS = {q.ROW_FORMAT_TSV: "tsv", q.ROW_FORMAT_CSV: "csv", q.ROW_FORMAT_XML: "xml"}
 
@@ -40,12 +49,14 @@ class Runner:
         client: redis.Redis,
         name: str,
         graphs: Mapping[str, Mapping[str, TripleStore]] | None = None,
+        stall_s: float | None = None,
     ):
         self.datasets = datasets
         self.stores = stores  # each dataset's default graph
         self.graphs = graphs or {}  # each dataset's named graphs, by IRI
         self.redis = client
         self.name = name
+        self.stall_s = stall_s  # the watchdog's limit on one task's engine work (None: none)
 
     def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
         started = time.time()
@@ -53,31 +64,20 @@ class Runner:
             dataset = self.datasets.get(task.dataset)
             if dataset is None:
                 raise UnknownDataset(f"no dataset named {task.dataset!r}")
-            page = self._execute(task, dataset)
+            store = self.store(dataset, task.graph)
+            saved = self._saved(task)  # Redis's wait is bounded by its own timeout: not the watchdog's
+            with watchdog(None if dataset.quantum_ms == math.inf else self.stall_s, task.id):
+                page = self._execute(task, dataset, store, saved)
+                reply = self._reply(task, page)
         except QuantaError as e:
             return failure(task, e), None
-        reply = q.Reply(id=task.id)
-        out = reply.page
-        out.head.extend(page.head)
-        out.ask = page.form == ASK
-        out.results = page.count
-        if out.ask:
-            out.boolean = page.boolean
-        elif task.rows == q.ROW_FORMAT_TERMS:
-            terms, cells = term_rows.encode(page.rows)
-            out.rows.terms.extend(terms)
-            out.rows.cells.extend(cells)
-        elif task.rows in TEXT_FORMATS:
-            out.text = page.text(TEXT_FORMATS[task.rows])  # from term ids, natively when the store allows
-        else:
-            out.bindings_json = page.bindings_json()
         if page.next is not None:
             if by_reference(task.plan_mode, dataset, len(page.next)):
-                out.plan_ref = self._keep(page.next)
+                reply.page.plan_ref = plans.keep(self.redis, task, page.next)
             else:
-                out.plan = page.next
+                reply.page.plan = page.next
         s = page.stats
-        out.stats.CopyFrom(
+        reply.page.stats.CopyFrom(
             q.Stats(
                 queue_wait_ms=max(0.0, (started - task.enqueued_at) * 1000) if task.enqueued_at else 0.0,
                 parse_ms=s.parse_ms,
@@ -100,41 +100,112 @@ class Runner:
             raise UnknownGraph(f"dataset {dataset.name} has no graph <{graph}>")
         return store
 
-    def _execute(self, task: q.Task, dataset: Dataset) -> Page:
-        store = self.store(dataset, task.graph)
-        seconds = None if dataset.quantum_ms == float("inf") else dataset.quantum_ms / 1000
+    def _saved(self, task: q.Task) -> bytes | None:
+        """The saved plan the task resumes (None: it starts a query)."""
         kind = task.WhichOneof("input")
         if kind == "query":
-            return execute(
-                store,
-                query=task.query,
-                quantum_seconds=seconds,
-                max_results=dataset.max_results,
-                max_bytes=dataset.max_page_bytes,
-                columns=task.columns,
-            )
+            return None
         if kind == "plan":
-            saved = task.plan
-        elif kind == "plan_ref":
-            kept = self.redis.get(keys.plan(task.plan_ref))
-            if not isinstance(kept, bytes):
-                raise PlanExpired("the saved plan has expired; start the query again")
-            saved = kept
-        else:
-            raise InvalidPlan("task has neither a query nor a plan")
+            return task.plan
+        if kind == "plan_ref":
+            kept = plans.load(self.redis, task.plan_ref)
+            if kept is None:
+                raise PlanExpired("the saved plan has expired or was replaced by a replay of its page; start again")
+            return kept
+        raise InvalidPlan("task has neither a query nor a plan")
+
+    def _execute(self, task: q.Task, dataset: Dataset, store: TripleStore, saved: bytes | None) -> Page:
         return execute(
             store,
+            query=task.query if saved is None else None,
             saved=saved,
-            quantum_seconds=seconds,
+            quantum_seconds=None if dataset.quantum_ms == math.inf else dataset.quantum_ms / 1000,
             max_results=dataset.max_results,
             max_bytes=dataset.max_page_bytes,
             columns=task.columns,
         )
 
-    def _keep(self, plan: bytes) -> str:
-        ref = secrets.token_urlsafe(16)
-        self.redis.set(keys.plan(ref), plan, ex=keys.PLAN_TTL_S)
-        return ref
+    @staticmethod
+    def _reply(task: q.Task, page: Page) -> q.Reply:
+        """The page's rows in the form the task asks for (written from term ids natively when the
+        store allows)."""
+        reply = q.Reply(id=task.id)
+        out = reply.page
+        out.head.extend(page.head)
+        out.ask = page.form == ASK
+        out.results = page.count
+        if out.ask:
+            out.boolean = page.boolean
+        elif task.rows == q.ROW_FORMAT_TERMS:
+            terms, cells = term_rows.encode(page.rows)
+            out.rows.terms.extend(terms)
+            out.rows.cells.extend(cells)
+        elif task.rows in TEXT_FORMATS:
+            out.text = page.text(TEXT_FORMATS[task.rows])
+        else:
+            out.bindings_json = page.bindings_json()
+        return reply
+
+
+class WorkerStalled(BaseException):
+    """Raised in the main thread when a task's engine work passes the stall limit. A BaseException,
+    so that no `except Exception` on its way out of the engine takes it for a query's error."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the task ran past the stall limit of {seconds:g} s")
+        self.seconds = seconds
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float | None, task_id: str = "") -> Iterator[None]:
+    """Stop the block if it runs for `seconds` (None: no limit), with two hands, since no single
+    one both always fires and is safe:
+
+    - SIGALRM, whose handler runs as soon as the main thread runs Python again (an operator, an
+      expression; `re` looks at signals too): it logs the task and the stack, and raises
+      WorkerStalled out of the block (the worker answers the task, then exits: what the exception
+      interrupted may have left the process's caches or pools half-updated).
+    - faulthandler's watchdog, a C thread that needs no GIL, for a main thread stuck in C code that
+      holds the GIL and never looks at signals (native code, some builtins), where neither that
+      handler nor SIGTERM's nor another thread can run: STALL_GRACE_S later, it prints every
+      thread's stack on stderr and ends the process with status 1. The task stays pending, another
+      worker reclaims it, and the delivery count sets aside a task that does it again. (It reads
+      the frames without the GIL: safe while they are frozen, as here; alone, it raced a main
+      thread running Python and once crashed the process with SIGSEGV.)"""
+    if seconds is None:
+        yield
+        return
+    if signal.getsignal(signal.SIGALRM) is not _stalled:
+        signal.signal(signal.SIGALRM, _stalled)
+    _watched.task, _watched.seconds, _watched.armed = task_id, seconds, True
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    faulthandler.dump_traceback_later(seconds + STALL_GRACE_S, exit=True)
+    try:
+        yield
+    finally:
+        _watched.armed = False  # first: a SIGALRM already on its way is ignored
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        faulthandler.cancel_dump_traceback_later()
+
+
+class _Watched:
+    """The watched block, for SIGALRM's handler."""
+
+    task = ""
+    seconds = 0.0
+    armed = False
+
+
+_watched = _Watched()
+
+
+def _stalled(signum: int, frame: FrameType | None) -> None:
+    if not _watched.armed:
+        return
+    _watched.armed = False
+    stack = "".join(traceback.format_stack(frame))
+    log.error("task %s ran past the stall limit (%g s)", _watched.task, _watched.seconds, extra={"stack": stack})
+    raise WorkerStalled(_watched.seconds)
 
 
 def by_reference(mode: int, dataset: Dataset, size: int) -> bool:

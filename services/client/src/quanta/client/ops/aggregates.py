@@ -19,6 +19,7 @@ from quanta.sparql.expr_values import (
     FLOAT,
     INTEGER,
     LANG,
+    MAX_LITERAL_CHARS,
     STRING,
     XSD_STRING,
     ExprError,
@@ -26,6 +27,7 @@ from quanta.sparql.expr_values import (
     arithmetic,
     integer,
     make_literal,
+    too_long,
 )
 from quanta.sparql.terms import literal, split_literal
 
@@ -62,7 +64,7 @@ class State:
     """One aggregate's state for one group. `size` grows with what it keeps
     (the group operator's memory account)."""
 
-    __slots__ = ("agg", "count", "error", "parts", "seen", "size", "total", "value")
+    __slots__ = ("agg", "chars", "count", "error", "parts", "seen", "size", "total", "value")
 
     def __init__(self, agg: Aggregate) -> None:
         self.agg = agg
@@ -71,6 +73,7 @@ class State:
         self.value: str | None = None  # MIN, MAX, SAMPLE
         self.total: Lit | None = None  # SUM, AVG
         self.parts: list[str] = []  # GROUP_CONCAT
+        self.chars = 0  # GROUP_CONCAT's length so far: a literal like any other (MAX_LITERAL_CHARS)
         self.seen: set[Any] | None = set() if agg.distinct else None
         self.size = 0
 
@@ -124,6 +127,9 @@ class State:
             if v is None or v.kind not in (STRING, LANG):
                 self.error = True
             else:
+                self.chars += len(v.lex) + len(agg.separator)
+                if self.chars > MAX_LITERAL_CHARS + len(agg.separator):
+                    raise too_long("GROUP_CONCAT")
                 self.parts.append(v.lex)
                 self.size += 1
 

@@ -3,19 +3,21 @@
 A row has one cell per slot of the query (`quanta.client.plan.scope`): a
 dictionary-syntax term or None (unbound). Operators hand rows on in
 batches (a server page is one), and give the event loop back at least every
-`Budgets.yield_rows` rows of their own work: the gateway runs many queries
-in one loop.
+`Budgets.yield_rows` rows of their own work and every SLICE_S seconds of it
+(`Pacer`): the gateway runs many queries, and answers its probes, in one loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from typing import Protocol
 
 from quanta.client.plan.context import Context
 
+SLICE_S = 0.01  # the longest an operator works before handing the loop back (about)
 Row = tuple[str | None, ...]
 Batch = list[Row]
 
@@ -73,17 +75,21 @@ def compatible(a: Row, b: Row, slots: Iterable[int]) -> bool:
 
 
 class Pacer:
-    """Counts work and hands the event loop back every `every` units."""
+    """Counts work and hands the event loop back every `every` units, or once
+    SLICE_S seconds have passed since it last did (work whose cost per row
+    varies, expressions say, is bounded by time rather than by rows)."""
 
     def __init__(self, every: int) -> None:
         self.every = max(1, every)
         self.done = 0
+        self.since = time.perf_counter()
 
     async def tick(self, work: int = 1) -> None:
         self.done += work
-        if self.done >= self.every:
+        if self.done >= self.every or time.perf_counter() - self.since >= SLICE_S:
             self.done = 0
             await asyncio.sleep(0)
+            self.since = time.perf_counter()
 
 
 async def collect(op: Op, ctx: Context) -> Batch:

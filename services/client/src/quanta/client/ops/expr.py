@@ -27,6 +27,7 @@ from quanta.sparql.terms import literal
 
 XSD_DOUBLE = "http://www.w3.org/2001/XMLSchema#double"
 TABLE_LIMIT = 100_000  # terms a table holds before it is replaced
+TABLE_CHARS = 4 << 20  # or characters (a computed term may have a million: MAX_LITERAL_CHARS)
 
 
 class ClientExpr:
@@ -55,7 +56,7 @@ class ClientExpr:
         self._value = expressions.compile_value(proto, table)
 
     def _mapping(self, row: Row) -> tuple[int, ...]:
-        if len(self.table.extra) > TABLE_LIMIT:
+        if len(self.table.extra) > TABLE_LIMIT or self.table.extra_chars > TABLE_CHARS:
             self._compile()
         ids = [0] * self.shape.width
         intern = self.table.intern
@@ -66,10 +67,12 @@ class ClientExpr:
         return tuple(ids)
 
     def test(self, row: Row) -> bool:
-        return self._test(self._mapping(row))
+        mapping = self._mapping(row)  # first: it may replace the table, and the compiled expression with it
+        return self._test(mapping)
 
     def value(self, row: Row) -> str | None:
-        gid = self._value(self._mapping(row))
+        mapping = self._mapping(row)
+        gid = self._value(mapping)
         return self.table.string(gid) if gid else None
 
 

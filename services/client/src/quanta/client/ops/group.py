@@ -17,6 +17,7 @@ from quanta.client.ops.spill import Partitions, RowFile, oversized
 from quanta.client.plan.context import Context
 
 Key = tuple[str | None, ...]
+OUT_ROWS = 4096  # rows per batch handed on
 
 
 class Group(Op):
@@ -42,22 +43,21 @@ class Group(Op):
         pacer = Pacer(ctx.budgets.yield_rows)
         table = _Table(self, ctx, 0)
         async for batch in self.child.run(ctx):
-            table.add_all(batch)
-            await pacer.tick(len(batch))
+            await table.add_all(batch, pacer)
         if not table.groups and not self.keys and table.spill is None:
             table.group(())  # the implicit group of an empty input
         async for out in self._emit(ctx, table, pacer):
             yield out
 
     async def _emit(self, ctx: Context, table: _Table, pacer: Pacer) -> AsyncGenerator[Batch, None]:
-        yield table.rows()
+        async for out in table.rows(pacer):
+            yield out
         if table.spill is None:
             return
         for part in table.spill.finish():
             inner = _Table(self, ctx, table.depth + 1)
-            inner.add_all(part)
+            await inner.add_all(part, pacer)
             part.delete()
-            await pacer.tick(inner.units)
             async for out in self._emit(ctx, inner, pacer):
                 yield out
 
@@ -75,9 +75,12 @@ class _Table:
         self.units += 1
         return states
 
-    def add_all(self, rows: Iterable[Row] | RowFile) -> None:
+    async def add_all(self, rows: Iterable[Row] | RowFile, pacer: Pacer) -> None:
+        """Each row into its group's states (aggregate expressions cost what they cost:
+        the loop is handed back by time as well as by rows)."""
         keys, limit = self.op.keys, self.ctx.budgets.memory_rows
         for row in rows:
+            await pacer.tick()
             key = tuple(row[s] for s in keys)
             states = self.groups.get(key)
             if states is None:
@@ -94,10 +97,12 @@ class _Table:
             if self.units > 2 * limit and len(self.groups) == 1:
                 raise oversized(self.ctx, "an aggregate over one group")
 
-    def rows(self) -> Batch:
+    async def rows(self, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+        """The groups' rows in the order the groups came, in batches of OUT_ROWS."""
         width, keys, bound = self.op.shape.width, self.op.keys, set(self.op.bound)
+        groups, self.groups = self.groups, {}
         out: Batch = []
-        for key, states in self.groups.items():
+        for key, states in groups.items():
             cells: list[str | None] = [None] * width
             for slot, term in zip(keys, key, strict=True):
                 if slot in bound:
@@ -105,5 +110,8 @@ class _Table:
             for state in states:
                 cells[state.agg.slot] = state.result()
             out.append(tuple(cells))
-        self.groups = {}
-        return out
+            await pacer.tick()
+            if len(out) >= OUT_ROWS:
+                yield out
+                out = []
+        yield out

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+import heapq
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from itertools import islice
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
-from quanta.client.ops.spill import Partitions, RowFile
+from quanta.client.ops.spill import Partitions, RowFile, fewer_runs
 from quanta.client.plan.context import Context
 
 
@@ -108,9 +108,14 @@ class Slice(Op):
 
 
 class Distinct(Op):
-    """Each row once. Up to the memory budget, rows are remembered and passed
-    on at once; beyond it, unseen rows are partitioned to disk by hash and
-    each partition is deduplicated at the end."""
+    """Each row once, in the order of its first occurrence (DISTINCT keeps its
+    input's order: ORDER BY is below it). Up to the memory budget, rows are
+    remembered and passed on at once. Beyond it every row not remembered is
+    new to memory but may repeat an earlier one beyond it: those rows go to
+    partition files by hash with their position, each partition keeps the first
+    occurrence of each row (`_first_seen`), and the survivors of all
+    partitions are merged back by position at the end. (Every row passed on
+    at once comes before every spilled one: memory fills in input order.)"""
 
     def __init__(self, child: Op) -> None:
         self.child = child
@@ -121,55 +126,80 @@ class Distinct(Op):
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
-        seen = _Seen(ctx, 0)
+        seen: set[Row] = set()
+        limit = ctx.budgets.memory_rows
+        spill: Partitions | None = None
+        position = 0  # of the next spilled row
         async for batch in self.child.run(ctx):
-            out = seen.new(batch)
+            out: Batch = []
+            for row in batch:
+                if row in seen:
+                    continue
+                if len(seen) < limit:
+                    seen.add(row)
+                    out.append(row)
+                else:
+                    if spill is None:
+                        spill = Partitions(ctx, "distinct", _row, 0)
+                    spill.add((position, row))
+                    position += 1
             await pacer.tick(len(batch))
             yield out
-        async for out in seen.spilled(pacer):
-            yield out
+        if spill is None:
+            return
+        seen.clear()
+        runs: list[RowFile] = []
+        for part in spill.finish():
+            runs += await _first_seen(ctx, part, 1, pacer)
+        runs = await fewer_runs(ctx, runs, _position, pacer)
+        out = []
+        try:
+            for _, row in heapq.merge(*runs, key=_position):
+                out.append(row)
+                await pacer.tick()
+                if len(out) >= SPILLED_BATCH:
+                    yield out
+                    out = []
+        finally:
+            for run in runs:
+                run.delete()
+        yield out
 
 
-class _Seen:
-    """The rows seen so far, up to the memory budget; unseen rows beyond it go to
-    partitions on disk (at `depth`), each deduplicated at the end, one level deeper."""
+SPILLED_BATCH = 4096
 
-    def __init__(self, ctx: Context, depth: int) -> None:
-        self.ctx, self.depth = ctx, depth
-        self.rows: set[Row] = set()
-        self.spill: Partitions | None = None
 
-    def new(self, rows: Iterable[Row]) -> Batch:
-        """The rows not seen before that memory holds (the others beyond the budget spilled)."""
-        seen, limit, out = self.rows, self.ctx.budgets.memory_rows, []
-        for row in rows:
-            if row in seen:
-                continue
+def _row(entry: tuple[int, Row]) -> Row:
+    return entry[1]
+
+
+def _position(entry: tuple[int, Row]) -> int:
+    return entry[0]
+
+
+async def _first_seen(ctx: Context, rows: RowFile, depth: int, pacer: Pacer) -> list[RowFile]:
+    """The first occurrence of each row of a partition of (position, row), as
+    files each in position order: one for what memory could tell apart, and
+    those of the partitions beyond it, one level deeper (deleted: `rows`)."""
+    seen: set[Row] = set()
+    limit = ctx.budgets.memory_rows
+    kept = RowFile(ctx, "distinct-kept")
+    spill: Partitions | None = None
+    for entry in rows:
+        row = entry[1]
+        if row not in seen:
             if len(seen) < limit:
                 seen.add(row)
-                out.append(row)
+                kept.add(entry)
             else:
-                if self.spill is None:
-                    self.spill = Partitions(self.ctx, "distinct", lambda r: r, self.depth)
-                self.spill.add(row)
-        return out
-
-    async def spilled(self, pacer: Pacer) -> AsyncGenerator[Batch, None]:
-        """The spilled rows, each once: partition by partition, with the memory freed first."""
-        if self.spill is None:
-            return
-        self.rows.clear()
-        for part in self.spill.finish():
-            async for out in _distinct_file(self.ctx, part, self.depth + 1, pacer):
-                yield out
-
-
-async def _distinct_file(ctx: Context, rows: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
-    seen, unread = _Seen(ctx, depth), iter(rows)
-    while chunk := list(islice(unread, 4096)):
-        out = seen.new(chunk)
-        await pacer.tick(len(chunk))
-        yield out
+                if spill is None:
+                    spill = Partitions(ctx, "distinct", _row, depth)
+                spill.add(entry)
+        await pacer.tick()
     rows.delete()
-    async for more in seen.spilled(pacer):
-        yield more
+    runs = [kept.finish()]
+    if spill is not None:
+        seen.clear()
+        for part in spill.finish():
+            runs += await _first_seen(ctx, part, depth + 1, pacer)
+    return runs

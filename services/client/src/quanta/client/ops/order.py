@@ -8,14 +8,13 @@ datatype and lexical form, so the order is total and the same every time.
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from functools import lru_cache
 from typing import Any
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row
-from quanta.client.ops.spill import ExternalSort
+from quanta.client.ops.spill import ExternalSort, SortedChunks
 from quanta.client.plan.context import Context
 from quanta.sparql.expr_dates import DateTime
 from quanta.sparql.expr_values import (
@@ -33,6 +32,7 @@ from quanta.sparql.expr_values import (
 from quanta.sparql.terms import split_literal
 
 _NUMBERS = (INTEGER, DECIMAL, FLOAT, DOUBLE)
+OUT_ROWS = 4096  # rows per batch handed on
 
 
 @lru_cache(maxsize=65536)
@@ -104,37 +104,36 @@ class OrderBy(Op):
         return f"OrderBy {self.conditions} top={self.top}"
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
-        # Sorting is done in a worker thread: a sort of many rows is one long
-        # call, and the event loop (the gateway's) must keep turning meanwhile.
+        # Sorted a chunk at a time and merged lazily, handing the loop back as it goes:
+        # the event loop (the gateway's) keeps turning through a sort of any size.
         pacer = Pacer(ctx.budgets.yield_rows)
         if self.top is not None and self.top <= ctx.budgets.memory_rows:
-            kept: list[Row] = []
+            kept = SortedChunks(self.key)
             async for batch in self.child.run(ctx):
-                kept += batch
+                await kept.add(batch, pacer)
                 if len(kept) >= 2 * self.top + 1024:
-                    kept = await asyncio.to_thread(self._first, kept, self.top)
-                await pacer.tick(len(batch))
-            yield await asyncio.to_thread(self._first, kept, self.top)
+                    await kept.first(self.top, pacer)
+            await kept.first(self.top, pacer)
+            for rows in _chunks(kept.chunks[0]):
+                yield rows
             return
-        sort = ExternalSort(ctx, self.key, ctx.budgets.memory_rows)
-        pending: Batch = []
+        sort = ExternalSort(ctx, self.key, ctx.budgets.memory_rows, pacer)
         async for batch in self.child.run(ctx):
-            pending += batch
-            if len(pending) >= ctx.budgets.yield_rows:
-                await asyncio.to_thread(sort.add_all, pending)
-                pending = []
-        await asyncio.to_thread(sort.add_all, pending)
-        await asyncio.to_thread(sort.finish)
+            await sort.add(batch)
+        await sort.finish()
         out: Batch = []
         for row in sort.sorted():
             out.append(row)
-            if len(out) >= 4096:
-                await pacer.tick(len(out))
+            await pacer.tick()
+            if len(out) >= OUT_ROWS:
                 yield out
                 out = []
         yield out
 
-    def _first(self, rows: list[Row], count: int) -> list[Row]:
-        rows.sort(key=self.key)
-        del rows[count:]
-        return rows
+
+def _chunks(rows: Batch) -> Iterator[Batch]:
+    """`rows` in batches of OUT_ROWS at most (what comes after renders them a batch at a time)."""
+    for start in range(0, len(rows), OUT_ROWS):
+        yield rows[start : start + OUT_ROWS]
+    if not rows:
+        yield []

@@ -3,6 +3,7 @@ their memory budget (files in the query's temporary directory, removed
 when the query ends or is closed; their total is bounded by the disk budget).
 
 - `RowFile`: rows appended in pickled batches, read back in order.
+- `SortedChunks`: rows sorted in memory a chunk at a time, merged lazily.
 - `ExternalSort`: sorted runs of `memory_rows` rows, merged (a database's
   sort buffer and external merge sort).
 - `Partitions`: rows split by a hash of their key into files small enough
@@ -11,29 +12,36 @@ when the query ends or is closed; their total is bounded by the disk budget).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from quanta.client.ops.base import Row
-from quanta.client.plan.context import Context
+from quanta.client.ops.base import Pacer, Row
+from quanta.client.plan.context import Context, disk_error
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
 
 CHUNK = 4096  # rows per pickled batch
 FANOUT = 16  # partitions per level
 MAX_DEPTH = 6  # levels of partitioning before giving up (a key with too many rows)
+SORT_CHUNK = 2048  # rows sorted in one call (a few milliseconds)
+FAN_IN = 32  # sorted runs merged at once
 
 
 class RowFile:
     def __init__(self, ctx: Context, kind: str) -> None:
         self.ctx = ctx
         self.path = ctx.temp_dir() / f"{kind}-{ctx.next_file()}.rows"
-        self.out: Any = open(self.path, "wb")  # noqa: SIM115 (closed by finish, or with the directory)
+        try:
+            self.out: Any = open(self.path, "wb")  # noqa: SIM115 (closed by finish, or with the directory)
+        except OSError as error:
+            raise disk_error(error) from error
         self.pending: list[Any] = []
         self.count = 0
+        self.bytes = 0  # taken from the query's budgets (given back by `delete`)
 
     def add(self, row: Any) -> None:
         self.pending.append(row)
@@ -49,14 +57,25 @@ class RowFile:
         if self.pending:
             data = pickle.dumps(self.pending, protocol=pickle.HIGHEST_PROTOCOL)
             self.ctx.spilled(len(data))
-            self.out.write(data)
+            self.bytes += len(data)
             self.pending = []
+            try:
+                self.out.write(data)
+            except OSError as error:
+                raise disk_error(error) from error
 
     def finish(self) -> RowFile:
         if self.out is not None:
-            self._flush()
-            self.out.close()
-            self.out = None
+            out = self.out
+            try:
+                self._flush()
+                out.flush()  # a full disk shows here at the latest, not as a short file read later
+            except OSError as error:
+                raise disk_error(error) from error
+            finally:
+                self.out = None
+                with contextlib.suppress(OSError):  # what failed above is reported; the file goes anyway
+                    out.close()
         return self
 
     def __iter__(self) -> Iterator[Any]:
@@ -70,41 +89,125 @@ class RowFile:
                 yield from chunk
 
     def delete(self) -> None:
-        self.finish()
+        self.pending = []  # never written: nothing to keep
+        with contextlib.suppress(QueryError):  # the file goes whatever its last write did
+            self.finish()
         if self.path.exists():
             os.unlink(self.path)
+        self.ctx.unspilled(self.bytes)
+        self.bytes = 0
+
+
+class SortedChunks:
+    """Rows in memory, sorted by `key` a chunk of SORT_CHUNK rows at a time and
+    merged lazily: no single sort call holds the event loop (or the GIL, which
+    a sort in a thread would hold as long) for more than a few milliseconds."""
+
+    def __init__(self, key: Callable[[Any], Any]) -> None:
+        self.key = key
+        self.chunks: list[list[Any]] = []
+        self.pending: list[Any] = []
+        self.count = 0
+
+    async def add(self, rows: Iterable[Any], pacer: Pacer) -> None:
+        self.pending.extend(rows)
+        while len(self.pending) >= SORT_CHUNK:
+            chunk, self.pending = self.pending[:SORT_CHUNK], self.pending[SORT_CHUNK:]
+            await self._sort(chunk, pacer)
+
+    async def _sort(self, chunk: list[Any], pacer: Pacer) -> None:
+        chunk.sort(key=self.key)
+        self.chunks.append(chunk)
+        self.count += len(chunk)
+        await pacer.tick(len(chunk))
+
+    async def close(self, pacer: Pacer) -> None:
+        """Sort what is still pending (then `merged` gives every row)."""
+        if self.pending:
+            chunk, self.pending = self.pending, []
+            await self._sort(chunk, pacer)
+
+    def __len__(self) -> int:
+        return self.count + len(self.pending)
+
+    def merged(self) -> Iterator[Any]:
+        """The rows in order (after `close`); ties keep the order they were added in."""
+        if len(self.chunks) == 1:
+            return iter(self.chunks[0])
+        return heapq.merge(*self.chunks, key=self.key)
+
+    async def first(self, count: int, pacer: Pacer) -> None:
+        """Keep only the first `count` rows (top-k)."""
+        await self.close(pacer)
+        kept = await take(self.merged(), count, pacer)
+        self.chunks, self.count = [kept], len(kept)
+
+
+async def take(rows: Iterator[Any], count: int | None, pacer: Pacer) -> list[Any]:
+    """Up to `count` rows (None: all) of `rows`, handing the loop back as it goes."""
+    out: list[Any] = []
+    for row in rows:
+        out.append(row)
+        await pacer.tick()
+        if count is not None and len(out) >= count:
+            break
+    return out
+
+
+async def write(ctx: Context, rows: Iterator[Any], kind: str, pacer: Pacer) -> RowFile:
+    """`rows` into a new file."""
+    out = RowFile(ctx, kind)
+    for row in rows:
+        out.add(row)
+        await pacer.tick()
+    return out.finish()
+
+
+async def fewer_runs(ctx: Context, runs: list[RowFile], key: Callable[[Any], Any], pacer: Pacer) -> list[RowFile]:
+    """Runs sorted by `key`, merged FAN_IN at a time until FAN_IN at most are left (the
+    files a final merge opens at once stay bounded). Consecutive runs are merged, so a
+    merge of the result keeps equal keys in the order of the runs (heapq.merge is stable)."""
+    while len(runs) > FAN_IN:
+        merged: list[RowFile] = []
+        for start in range(0, len(runs), FAN_IN):
+            group = runs[start : start + FAN_IN]
+            merged.append(await write(ctx, heapq.merge(*group, key=key), "merged-run", pacer))
+            for run in group:
+                run.delete()
+        runs = merged
+    return runs
 
 
 class ExternalSort:
-    """Rows sorted by `key`, holding at most `limit` in memory."""
+    """Rows sorted by `key`, holding at most `limit` in memory: sorted runs on
+    disk beyond it, merged FAN_IN at a time (a database's external merge sort:
+    the files open at once stay bounded whatever the number of runs)."""
 
-    def __init__(self, ctx: Context, key: Callable[[Any], Any], limit: int) -> None:
-        self.ctx, self.key, self.limit = ctx, key, max(1, limit)
-        self.buffer: list[Any] = []
+    def __init__(self, ctx: Context, key: Callable[[Any], Any], limit: int, pacer: Pacer) -> None:
+        self.ctx, self.key, self.limit, self.pacer = ctx, key, max(1, limit), pacer
+        self.memory = SortedChunks(key)
         self.runs: list[RowFile] = []
 
-    def add(self, row: Any) -> None:
-        self.buffer.append(row)
-        if len(self.buffer) >= self.limit:
-            self._spill()
+    async def add(self, rows: Iterable[Any]) -> None:
+        await self.memory.add(rows, self.pacer)
+        if len(self.memory) >= self.limit:
+            await self._spill()
 
-    def _spill(self) -> None:
-        self.buffer.sort(key=self.key)
-        run = RowFile(self.ctx, "sort-run")
-        run.extend(self.buffer)
-        self.runs.append(run.finish())
-        self.buffer = []
+    async def _spill(self) -> None:
+        await self.memory.close(self.pacer)
+        self.runs.append(await self._write(self.memory.merged(), "sort-run"))
+        self.memory = SortedChunks(self.key)
 
-    def add_all(self, rows: Iterable[Any]) -> None:
-        for row in rows:
-            self.add(row)
+    async def _write(self, rows: Iterator[Any], kind: str) -> RowFile:
+        return await write(self.ctx, rows, kind, self.pacer)
 
-    def finish(self) -> None:
-        """Sort what is still in memory (the long part of `sorted`'s start)."""
-        if self.runs and self.buffer:
-            self._spill()
+    async def finish(self) -> None:
+        """Sort what is still in memory; spilled, merge runs until FAN_IN are left."""
+        if self.runs and len(self.memory):
+            await self._spill()
         else:
-            self.buffer.sort(key=self.key)
+            await self.memory.close(self.pacer)
+        self.runs = await fewer_runs(self.ctx, self.runs, self.key, self.pacer)
 
     @property
     def spilled(self) -> bool:
@@ -113,7 +216,7 @@ class ExternalSort:
     def sorted(self) -> Iterator[Any]:
         """The rows in order (after `finish`)."""
         if not self.runs:
-            yield from self.buffer
+            yield from self.memory.merged()
             return
         try:
             yield from heapq.merge(*self.runs, key=self.key)
@@ -157,4 +260,4 @@ def oversized(ctx: Context, what: str) -> QueryError:
     )
 
 
-__all__ = ["ExternalSort", "Partitions", "Row", "RowFile", "oversized", "split"]
+__all__ = ["ExternalSort", "Partitions", "Row", "RowFile", "SortedChunks", "oversized", "split", "take"]

@@ -21,8 +21,8 @@ from rdflib.term import Literal, Node, URIRef, Variable
 
 from quanta.client.plan.algebra import copy_node
 from quanta.client.transport import QueryError
-from quanta.sparql.errors import ErrorKind, QuerySyntaxError
-from quanta.sparql.parse import PLACEHOLDER_IRI, PLACEHOLDER_STRING, ParsedQuery, parse
+from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError
+from quanta.sparql.parse import PLACEHOLDER_IRI, PLACEHOLDER_STRING, ParsedQuery, bounded_async, read
 from quanta.sparql.terms import escape_lexical, iri_ref
 
 _PLACEHOLDER = re.compile(rf'<{re.escape(PLACEHOLDER_IRI)}\d+>|"{re.escape(PLACEHOLDER_STRING)}\d+"')
@@ -41,12 +41,24 @@ class Query:
     order: dict[str, int]  # variable name -> position of its first occurrence in the text
 
 
-def parse_query(text: str) -> Query:
-    """Parse; a syntax error is a QueryError with its line and column."""
+async def parse_query(text: str) -> Query:
+    """Parse within `quanta.sparql.bounds`, on a parse thread (the event loop runs
+    meanwhile); a syntax error is a QueryError with its line and column."""
     try:
-        parsed = parse(text)
-    except QuerySyntaxError as error:
-        raise QueryError(ErrorKind.SYNTAX_ERROR, error.message, line=error.line, column=error.column) from error
+        return await bounded_async(lambda: _query(text), text)
+    except QuantaError as error:
+        raise query_error(error) from error
+
+
+def query_error(error: QuantaError) -> QueryError:
+    """What the parser or its bounds raised, as the client reports it (a syntax error with its position)."""
+    if isinstance(error, QuerySyntaxError):
+        return QueryError(ErrorKind.SYNTAX_ERROR, error.message, line=error.line, column=error.column)
+    return QueryError(error.kind, str(error))
+
+
+def _query(text: str) -> Query:
+    parsed = read(text)
     source = parsed.algebra
     prologue = source.prologue
     algebra = _Resolver(parsed).walk(source.algebra)

@@ -27,11 +27,12 @@ from quanta.client.ops.local import Rows
 from quanta.client.ops.remote import Remote, Sources
 from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
 from quanta.client.plan.context import Context
-from quanta.client.plan.parsing import Query, parse_query
+from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import QueryError, Transport
-from quanta.sparql.errors import ErrorKind
+from quanta.sparql import bounds
+from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.terms import from_rdflib
 
 if TYPE_CHECKING:
@@ -63,11 +64,20 @@ class QueryPlan:
 async def plan_query(
     text: str, spec: DatasetSpec, context: Context, transport: Transport, *, strategy: str = "auto"
 ) -> QueryPlan:
-    query = parse_query(text)
+    query = await parse_query(text)
     algebra = query.algebra
     form = FORMS[algebra.name]
     _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport)
+    # planning walks the tree as deep as parsing: on a parse thread too, in the same bounds
+    try:
+        return await bounds.run_async(lambda: _plan(query, form, dataset, sources, context, strategy))
+    except QuantaError as error:
+        raise query_error(error) from error
+
+
+def _plan(query: Query, form: str, dataset: Dataset, sources: Sources, context: Context, strategy: str) -> QueryPlan:
+    algebra = query.algebra
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
     pattern = prepass.run(algebra.p) if algebra.p is not None else None

@@ -94,8 +94,9 @@ class Writer:
             return " ".join(self.triple(t) for t in node.triples)
         if name == "Join":
             return f"{self.part(node.p1)} {self.part(node.p2)}"
-        if name == "Union":
-            return f"{self.group(node.p1)} UNION {self.group(node.p2)}"
+        if name == "Union":  # left-deep unions flat, as written: not nested 500 groups deep
+            left = self.elements(node.p1) if node.p1.name == "Union" else self.group(node.p1)
+            return f"{left} UNION {self.group(node.p2)}"
         if name == "Filter":
             inner = self.elements(node.p) if node.p.name in ("BGP", "Join") else self.group(node.p)
             return f"{inner} FILTER({self.expr(node.expr)})"
@@ -162,10 +163,10 @@ class Writer:
                 return f"({self.expr(e.expr)} {e.op} ({options}))"
             return f"({self.expr(e.expr)} {e.op} {self.expr(e.other)})"
         if name in ("AdditiveExpression", "MultiplicativeExpression"):
-            text = self.expr(e.expr)
+            text = self.expr(e.expr)  # left-associative: one pair of brackets for the chain
             for op, operand in zip(e.op or (), e.other or (), strict=True):
-                text = f"({text} {op} {self.expr(operand)})"
-            return text
+                text = f"{text} {op} {self.expr(operand)}"
+            return f"({text})" if e.op else text
         if name in _UNARY:
             return f"({_UNARY[name]}{self.expr(e.expr)})"
         if name == "TrueFilter":

@@ -24,14 +24,16 @@ from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql import expressions, fragment
 from quanta.sparql.errors import UnsupportedQuery
-from quanta.sparql.parse import ParsedQuery, parse
+from quanta.sparql.parse import ParsedQuery, bounded, read
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import from_rdflib
 
 
 def compile_query(text: str, store: TripleStore) -> Plan:
-    """Parse (shape-cached) and compile a query against a dataset."""
-    return Compiler(parse(text), store).compile()
+    """Parse (shape-cached) and compile a query against a dataset, within
+    `quanta.sparql.bounds`: on a parse thread, under the parse budget (the
+    compiler walks the tree as deep as the parser), a refusal remembered."""
+    return bounded(lambda: Compiler(read(text), store).compile(), text)
 
 
 @dataclass

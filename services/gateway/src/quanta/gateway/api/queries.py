@@ -18,7 +18,8 @@ from quanta.gateway.pages import page_body, stats
 from quanta.gateway.problems import Problem, openapi_responses, outcome_problem
 from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
-from quanta.sparql.errors import ErrorKind
+from quanta.sparql import bounds
+from quanta.sparql.errors import ErrorKind, QuerySyntaxError, QueryTooComplex
 
 router = APIRouter(prefix="/v1/datasets", tags=["queries"])
 
@@ -28,6 +29,7 @@ MODES = {
     "reference": queue_pb2.PLAN_MODE_REFERENCE,
 }
 PROBLEMS = openapi_responses(*ErrorKind)  # this route can answer with every kind
+bounds.limits()  # the parser's limits (QUANTA_PARSE_BUDGET_S, ...): a bad value fails the start, not a query
 
 
 # The body is parsed here rather than declared as a parameter: FastAPI's dependency
@@ -57,7 +59,7 @@ async def query(name: str, request: Request) -> Response:
     services: Services = request.app.state.services
     settings = services.settings
     body = _parse(await request.body())
-    client = client_id(request, settings.trust_forwarded)
+    client = client_id(request, settings)
     dataset = services.catalog.get(name)
     if dataset is None:
         raise Problem(ErrorKind.UNKNOWN_DATASET, f"no dataset named {name!r}; GET /v1/datasets lists them")
@@ -98,6 +100,17 @@ def _parse(raw: bytes) -> QueryRequest:
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from error
 
 
+def _check(query: str) -> None:
+    """The parser's linear pre-check, here before the task is queued (the worker parses it,
+    within the parse budget): a query past a limit, or not text, never reaches a worker."""
+    try:
+        bounds.check(query)
+    except QuerySyntaxError as error:
+        raise Problem(error.kind, error.message, line=error.line, column=error.column) from None
+    except QueryTooComplex as error:
+        raise Problem(error.kind, str(error), limit=error.limit) from None
+
+
 def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: Signer, max_chars: int) -> int:
     """Fill the task's input from the request; returns the plan mode asked for (0: the dataset's)."""
     if body.query is not None:
@@ -106,6 +119,7 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
             raise Problem(
                 ErrorKind.QUERY_TOO_LONG, f"{len(body.query)} characters; this service takes up to {max_chars}"
             )
+        _check(body.query)
         if body.graph and dataset.graph(body.graph) is None:
             raise Problem(ErrorKind.UNKNOWN_GRAPH, f"dataset {dataset.name} has no graph <{body.graph}>")
         task.query = body.query

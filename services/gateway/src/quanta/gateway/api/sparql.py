@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request, Response
 
@@ -36,24 +37,46 @@ RESPONSES = {
     },
     **openapi_responses(*ErrorKind),
 }
-QUERY_PARAMETERS = {
+# What the OpenAPI document says of a request, as the service reads it (sparql_protocol.py). A
+# query is a "sparql-query" string: JSON Schema cannot say which strings parse.
+QUERY = {"type": "string", "minLength": 1, "format": "sparql-query"}
+GRAPHS_PARAMETERS = [
+    {"name": "default-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+    {"name": "named-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+]
+GET_REQUEST = {
     "parameters": [
-        {"name": "query", "in": "query", "schema": {"type": "string"}, "description": "the query (GET)"},
-        {"name": "default-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
-        {"name": "named-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+        {"name": "query", "in": "query", "schema": QUERY, "description": "the query; none: the service description"},
+        *GRAPHS_PARAMETERS,
     ]
 }
+# A POST carries its query in its body (a form's `query`, or the body itself), its graphs in the URL or the form.
+POST_REQUEST = {
+    "parameters": GRAPHS_PARAMETERS,
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object", "required": ["query"],
+                    "properties": {"query": QUERY, **{g["name"]: g["schema"] for g in GRAPHS_PARAMETERS}},
+                }
+            },
+            "application/sparql-query": {"schema": QUERY},
+        },
+    },
+}  # fmt: skip
 
 
 DEFAULT = {
-    "response_class": Response, "responses": RESPONSES, "openapi_extra": QUERY_PARAMETERS,
+    "response_class": Response, "responses": RESPONSES,
     "summary": "SPARQL 1.1 Protocol endpoint of the default dataset",
 }  # fmt: skip
 BY_NAME = DEFAULT | {"summary": "SPARQL 1.1 Protocol endpoint of a dataset"}
 
 
-@router.get("/sparql", **DEFAULT)  # type: ignore[arg-type]
-@router.post("/sparql", **DEFAULT)  # type: ignore[arg-type]
+@router.get("/sparql", **DEFAULT, openapi_extra=GET_REQUEST)  # type: ignore[arg-type]
+@router.post("/sparql", **DEFAULT, openapi_extra=POST_REQUEST)  # type: ignore[arg-type]
 async def default_endpoint(request: Request) -> Response:
     """Any SPARQL 1.1 query on the catalog's default dataset (see `/sparql/{dataset}`)."""
     services: Services = request.app.state.services
@@ -65,8 +88,8 @@ async def default_endpoint_slash(request: Request) -> Response:
     return await default_endpoint(request)
 
 
-@router.get("/sparql/{dataset}", **BY_NAME)  # type: ignore[arg-type]
-@router.post("/sparql/{dataset}", **BY_NAME)  # type: ignore[arg-type]
+@router.get("/sparql/{dataset}", **BY_NAME, openapi_extra=GET_REQUEST)  # type: ignore[arg-type]
+@router.post("/sparql/{dataset}", **BY_NAME, openapi_extra=POST_REQUEST)  # type: ignore[arg-type]
 async def dataset_endpoint(dataset: str, request: Request) -> Response:
     """`GET ?query=`, `POST` a form or `application/sparql-query`: the results,
     streamed, in the negotiated format (SPARQL JSON by default; Turtle for
@@ -88,7 +111,7 @@ async def _answer(request: Request, dataset: Dataset) -> Response:
         metrics.REJECTED.labels("too_large").inc()
         limit = services.settings.max_query_chars
         raise Problem(ErrorKind.QUERY_TOO_LONG, f"{len(operation.query)} characters; this service takes up to {limit}")
-    lease = await services.fair_use.admit(client_id(request, services.settings.trust_forwarded))
+    lease = await services.fair_use.admit(client_id(request, services.settings))
     try:
         return await _stream(request, dataset, operation, services, lease.release, started)
     except BaseException:
@@ -144,9 +167,10 @@ def _description(request: Request, dataset: Dataset, services: Services) -> Resp
     offer: Offer | None = negotiate(request.headers.get("accept"), GRAPHS)
     if offer is None:
         raise Problem(ErrorKind.NOT_ACCEPTABLE, f"the service description is one of: {accepted(GRAPHS)}")
-    endpoint = str(request.url.replace(query=""))
+    base = description.origin(request.scope, services.settings.public_url)
+    endpoint = base + request.url.path
     federated = bool(services.settings.service_endpoints())
-    page = str(request.url_for("query_page").include_query_params(dataset=dataset.name))
+    page = base + request.app.url_path_for("query_page") + "?" + urlencode({"dataset": dataset.name})
     triples = description.service_description(endpoint, dataset, federated, page)
     text = graphs.write_graph(offer.format, triples, description.PREFIXES if offer.format == "ttl" else None)
     return Response(text, media_type=offer.content_type, headers={"Vary": "Accept"})
