@@ -125,7 +125,8 @@ def test_what_is_past_a_limit_is_refused_before_any_parser(
     a LIMIT past int64 was a 500)."""
     for _ in range(2):
         response, took = send(module_service, route, query)
-        refused(response, "query-too-complex", limit)
+        problem = refused(response, "query-too-complex", limit)
+        assert problem["limit"] == limit if limit.startswith("QUANTA_") else "limit" in problem, problem
         assert took < 1.0, f"refused after {took:.2f} s"
 
 

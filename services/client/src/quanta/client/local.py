@@ -15,8 +15,9 @@ import binascii
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from quanta.client.plan.parsing import query_error
 from quanta.client.transport import QueryError, SubPage, SubRequest
-from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError, UnsupportedQuery
+from quanta.sparql.errors import ErrorKind, QuantaError
 
 if TYPE_CHECKING:
     from quanta.engine.storage import TripleStore
@@ -69,12 +70,8 @@ class LocalTransport:
                 store, query=request.query, saved=saved, quantum_seconds=self.quantum_s,
                 max_results=self.max_results, columns=request.columns,
             )  # fmt: skip
-        except QuerySyntaxError as error:
-            raise QueryError(error.kind, error.message, line=error.line, column=error.column) from error
-        except UnsupportedQuery as error:
-            raise QueryError(error.kind, str(error), operator=error.operator) from error
         except QuantaError as error:
-            raise QueryError(error.kind, str(error)) from error
+            raise query_error(error) from error
         token = None if page.next is None else base64.urlsafe_b64encode(page.next).decode()
         ask = page.form == ASK
         text = b"" if ask else page.text(request.render or "json")

@@ -23,6 +23,7 @@ from types import TracebackType
 
 from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
 from quanta.client.plan.context import Context
+from quanta.client.plan.parsing import query_error
 from quanta.client.plan.query import QueryPlan, plan_query
 from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
@@ -79,7 +80,7 @@ class SmartClient:
             plan = await plan_query(query, spec, context, self.transport, strategy=self.optional)
         except QuantaError as error:  # a constant expression past a limit, evaluated while planning
             context.close()
-            raise QueryError(error.kind, str(error)) from error
+            raise query_error(error) from error
         except BaseException:
             context.close()
             raise
@@ -195,7 +196,7 @@ class Execution:
         except Cancelled:
             return
         except QuantaError as error:  # the client's own operators past a limit (an expression's, say)
-            raise QueryError(error.kind, str(error)) from error
+            raise query_error(error) from error
         finally:
             self.context.close()
 

@@ -75,6 +75,7 @@ class QueryError(Exception):
         line: int | None = None,
         column: int | None = None,
         operator: str | None = None,
+        limit: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -84,6 +85,7 @@ class QueryError(Exception):
         self.line = line
         self.column = column
         self.operator = operator
+        self.limit = limit  # the setting a refused query is past (query-too-complex)
 
     def __str__(self) -> str:
         where = f" (line {self.line}, column {self.column})" if self.line else ""

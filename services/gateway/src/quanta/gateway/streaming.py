@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from quanta.client.plan.parsing import query_error
 from quanta.client.transport import QueryError
 from quanta.gateway import metrics
 from quanta.gateway.problems import MEDIA_TYPE, Problem
@@ -262,15 +263,15 @@ def query_problem(error: Exception) -> Problem:
     """The problem for what ended a query before its results were sent."""
     if isinstance(error, Problem):
         return error
-    if isinstance(error, QuantaError):  # a results writer refusing a term (quanta.sparql.results.Unrepresentable)
-        return Problem(error.kind, str(error))
+    if isinstance(error, QuantaError):  # the parser's bounds, a results writer refusing a term, ...
+        error = query_error(error)
     if not isinstance(error, QueryError):
         log.exception("query failed", exc_info=error)
         return Problem(ErrorKind.INTERNAL)
     wait = round(error.retry_after_s) if error.retry_after_s else None
     return Problem(
         error.kind, error.message, headers={"Retry-After": str(wait)} if wait else None, retry_after=wait,
-        line=error.line, column=error.column, operator=error.operator,
+        line=error.line, column=error.column, operator=error.operator, limit=error.limit,
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from rdflib.term import Literal, Node, URIRef, Variable
 
 from quanta.client.plan.algebra import copy_node
 from quanta.client.transport import QueryError
-from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError
+from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError, QueryTooComplex, UnsupportedQuery
 from quanta.sparql.parse import PLACEHOLDER_IRI, PLACEHOLDER_STRING, ParsedQuery, bounded_async, read
 from quanta.sparql.terms import escape_lexical, iri_ref
 
@@ -51,10 +51,13 @@ async def parse_query(text: str) -> Query:
 
 
 def query_error(error: QuantaError) -> QueryError:
-    """What the parser or its bounds raised, as the client reports it (a syntax error with its position)."""
+    """An engine error as the client reports it, with the members it names: a syntax error's
+    position, the operator the server refuses, the limit a query is past."""
     if isinstance(error, QuerySyntaxError):
         return QueryError(ErrorKind.SYNTAX_ERROR, error.message, line=error.line, column=error.column)
-    return QueryError(error.kind, str(error))
+    if isinstance(error, UnsupportedQuery):
+        return QueryError(error.kind, str(error), operator=error.operator)
+    return QueryError(error.kind, str(error), limit=error.limit if isinstance(error, QueryTooComplex) else None)
 
 
 def _query(text: str) -> Query:

@@ -16,10 +16,11 @@ from quanta.gateway.dispatch import Answered, Failed, ReplyTimeout
 from quanta.gateway.models import QueryPage, QueryRequest
 from quanta.gateway.pages import page_body, stats
 from quanta.gateway.problems import Problem, openapi_responses, outcome_problem
+from quanta.gateway.streaming import query_problem
 from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql import bounds
-from quanta.sparql.errors import ErrorKind, QuerySyntaxError, QueryTooComplex
+from quanta.sparql.errors import ErrorKind, QuantaError
 
 router = APIRouter(prefix="/v1/datasets", tags=["queries"])
 
@@ -105,10 +106,8 @@ def _check(query: str) -> None:
     within the parse budget): a query past a limit, or not text, never reaches a worker."""
     try:
         bounds.check(query)
-    except QuerySyntaxError as error:
-        raise Problem(error.kind, error.message, line=error.line, column=error.column) from None
-    except QueryTooComplex as error:
-        raise Problem(error.kind, str(error), limit=error.limit) from None
+    except QuantaError as error:
+        raise query_problem(error) from None
 
 
 def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: Signer, max_chars: int) -> int:
