@@ -8,7 +8,7 @@ Measures, in one run and for each dataset asked (default watdiv-1m and watdiv-10
 2. suspend / resume / plan size at a 75 ms quantum over a stress workload (and at
    1 ms over the 200 basic queries), with the operator-tree pool warm and cold;
 3. resume cost per triple-pattern shape at growing offsets;
-4. parse + plan time per query, cold and warm shape cache, and rdflib's bare parse;
+4. parse + plan time per query, cold (never seen) and warm, and rdflib's bare parse (for comparison);
 5. quantum overshoot at 75 ms.
 
 Writes JSON (default bench/results/engine.json) and the block between
@@ -282,7 +282,7 @@ def bench_totals(
     for text in groups:
         run_ours(store, text)
     per_text: dict[str, dict[str, Any]] = {}
-    # per text, in one time window: steady state (shape in the parse cache), first parse (cache cleared), pyoxigraph
+    # per text, in one time window: steady state, first run (the process's caches cleared), pyoxigraph
     for i, (text, copies) in enumerate(groups.items()):
         parse_module.parse(text)  # untimed: the shape is cached again after the previous text's cold runs
         count, steady, parse_steady, cpu_steady = zip(*(run_ours(store, text) for _ in range(runs)), strict=True)
@@ -294,7 +294,7 @@ def bench_totals(
         }
         cold, parse_cold, cold_counts = [], [], []
         for _ in range(runs):
-            parse_module._parse_shape.cache_clear()
+            clear_pool()
             n, seconds, parse_ms, _ = run_ours(store, text)
             cold.append(seconds)
             parse_cold.append(parse_ms)
@@ -700,7 +700,7 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
         by_template[q.template].append(q)
     cold, warm, parse_warm, bare = [], [], [], []
     for q in queries:
-        parse_module._parse_shape.cache_clear()
+        clear_pool()
         seconds, _ = timed(partial(compile_query, q.text, store), 1)
         cold.append(seconds * 1000)
         siblings = [other for other in by_template[q.template] if other.name != q.name] or [q]
@@ -863,7 +863,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
             "",
             "**Infinite quantum, per template** (median over the instances of each template's median of "
             f"{result['runs']} runs, ms). *steady*: the query's shape is already in the parse cache (the headline); "
-            "*first parse*: cache cleared before each run.",
+            "*first parse*: the process's caches of plans cleared before each run.",
             "",
         ]
         has_ox = "ox_ms" in t
@@ -977,8 +977,8 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         out += [
             "",
             f"**Parse and plan** per query, ms, over the {t['queries']} queries (p50 / p99 / max / mean): "
-            f"cold (shape cache cleared) {fmt_dist(p['parse_plan_cold_ms'])}; warm (another instance of the "
-            f"template parsed before) {fmt_dist(p['parse_plan_warm_ms'])}, of which parse "
+            f"cold (plan caches cleared) {fmt_dist(p['parse_plan_cold_ms'])}; warm (another instance of the "
+            f"template compiled before) {fmt_dist(p['parse_plan_warm_ms'])}, of which parse "
             f"{fmt_dist(p['parse_warm_ms'])}; rdflib's bare parseQuery+translateQuery "
             f"{fmt_dist(p['rdflib_parse_translate_ms'])}.",
             "",

@@ -201,6 +201,7 @@ schema = obj(
                 "settings": obj(
                     {
                         "maxQueue": i("QUANTA_MAX_QUEUE", 1),
+                        "queueReserve": n("QUANTA_QUEUE_RESERVE (share of maxQueue)", minimum=0, exclusiveMaximum=1),
                         "replyTimeoutSeconds": n("QUANTA_REPLY_TIMEOUT_S", exclusiveMinimum=0),
                         "rateLimit": n("QUANTA_RATE_LIMIT (0: off)", minimum=0),
                         "rateBurst": i("QUANTA_RATE_BURST", 1),
@@ -214,6 +215,7 @@ schema = obj(
                         "sendTimeoutSeconds": n("QUANTA_SEND_TIMEOUT_S", exclusiveMinimum=0),
                         "maxHeaderBytes": i("QUANTA_MAX_HEADER_BYTES", 1024),
                         "maxConnections": i("QUANTA_MAX_CONNECTIONS (per process)", 1),
+                        "maxConnectionsPerAddress": i("QUANTA_MAX_CONNECTIONS_PER_ADDRESS (per process; 0: none)", 0),
                         "publicUrl": s("QUANTA_PUBLIC_URL"),
                     },
                     "gateway settings",

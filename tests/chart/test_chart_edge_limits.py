@@ -12,6 +12,7 @@ EDGE = {  # chart setting -> the gateway's setting
     "headerTimeoutSeconds": "header_timeout_s", "bodyTimeoutSeconds": "body_timeout_s",
     "idleTimeoutSeconds": "idle_timeout_s", "sendTimeoutSeconds": "send_timeout_s",
     "maxHeaderBytes": "max_header_bytes", "maxConnections": "max_connections", "publicUrl": "public_url",
+    "maxConnectionsPerAddress": "max_connections_per_address", "queueReserve": "queue_reserve",
 }  # fmt: skip
 
 

@@ -29,10 +29,8 @@ import rdflib
 from rdflib import RDF, BNode, Graph, Literal, URIRef
 from rdflib.collection import Collection
 from rdflib.namespace import Namespace
-from rdflib.plugins.sparql.algebra import translateQuery
-from rdflib.plugins.sparql.parser import parseQuery
 
-from quanta.sparql import fragment
+from quanta.sparql import parse
 
 # Keep lexical forms as written ("01"^^xsd:integer is not "1"^^xsd:integer).
 rdflib.NORMALIZE_LITERALS = False
@@ -325,9 +323,9 @@ def show(term: Term) -> str:
 
 def client_side(text: str) -> list[str]:
     """What puts a query outside the server fragment (empty if it is inside),
-    by the service's one classifier (`quanta.sparql.fragment`), on rdflib's
-    algebra of the text."""
-    return fragment.query_refusals(translateQuery(parseQuery(text)).algebra)
+    by the service's one classifier (`quanta.sparql.fragment`), on the algebra
+    of the service's own parser."""
+    return list(parse.parse(text).refusals)
 
 
 # -- comparison --

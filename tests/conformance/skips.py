@@ -11,10 +11,7 @@ ENGINE_BUGS: engine defects, run as strict xfail: the suite stays green, and an
 
 from __future__ import annotations
 
-SKIPS: dict[str, str] = {
-    "sparql11/service/service3": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
-    "sparql11/service/service6": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
-}
+SKIPS: dict[str, str] = {}
 
 VALUE_COMPARED: dict[str, str] = {
     "sparql11/cast/cast-float": "expected floats mix lexical forms (0, 0.0, 0E0, 1.0E0) no canonical form gives",
@@ -39,7 +36,4 @@ SERVICE_SKIP = (
 )
 
 # Through the smart client (test_w3c_client.py): every test runs but these.
-CLIENT_SKIPS: dict[str, str] = {
-    "sparql11/service/service3": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
-    "sparql11/service/service6": "rdflib's parser recurses forever on nested SERVICE (RDFLib/rdflib#2136)",
-}
+CLIENT_SKIPS: dict[str, str] = {}

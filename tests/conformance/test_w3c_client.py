@@ -48,9 +48,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
 def client(case: Case, files: Files) -> SmartClient:
     transport = LocalTransport({"test": files.graphs(case)}, quantum_s=QUANTUM_S, max_results=PAGE_RESULTS)
     services: dict[str, ServiceEndpoint] = {}
+    remotes: list[SmartClient] = []
     for iri, data in case.services:
         remote = LocalTransport({"remote": {None: files.store(data)}}, quantum_s=QUANTUM_S, max_results=PAGE_RESULTS)
-        services[iri] = SmartClientEndpoint(SmartClient(remote, budgets=BUDGETS), "remote")
+        remotes.append(SmartClient(remote, budgets=BUDGETS))
+        services[iri] = SmartClientEndpoint(remotes[-1], "remote")
+    for smart in remotes:  # each endpoint may call the others (nested SERVICE)
+        smart.services.update(services)
     return SmartClient(transport, budgets=BUDGETS, services=services)
 
 

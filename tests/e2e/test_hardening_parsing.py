@@ -1,6 +1,6 @@
 """Reading a query is bounded (issue 17, findings 3, 4, 13 and 15), against a real service: a query
-that would hold rdflib for a minute is refused within the parse budget, in the gateway (whose event
-loop keeps answering meanwhile) and in a worker, and refused again at once; what is past a limit
+that held rdflib for a minute is read in milliseconds by the native parser, in the gateway (whose
+event loop keeps answering meanwhile) and in a worker; what is past a limit
 of the linear pre-check (nesting, operators, LIMIT) is refused before any parser; valid deep
 queries (35 nested groups, 100- and 500-branch UNIONs) give pyoxigraph's answers; a lone
 surrogate is a syntax error with its position. Never a 500."""
@@ -28,8 +28,9 @@ LIKES = f"<{W}likes>"
 PROBLEM = "https://quanta.dev/problems/"
 BUDGET_S = 3.5  # QUANTA_PARSE_BUDGET_S's default (3 s of CPU time) and its wall grace (0.5 s)
 
-# ~60 KB, no operator, 3 brackets deep: rdflib needs about a minute of CPU for it.
-SLOW = "SELECT * WHERE { ?s ?p ?o FILTER(CONCAT(" + ", ".join(["?o"] * 20_000) + ') = "") }'
+# ~60 KB, no operator, 3 brackets deep: rdflib needed about a minute of CPU for it (it was refused
+# past the parse budget); spargebra reads it in milliseconds.
+SLOW = 'SELECT * WHERE { BIND("a" AS ?o) FILTER(CONCAT(' + ", ".join(["?o"] * 20_000) + ') != "") }'
 # Finding 3: 90 KB, under the size limit; rdflib held the gateway's event loop 81 s on it.
 ONES = "SELECT * WHERE { ?s ?p ?o FILTER(?o = " + "+".join(["1"] * 45_000) + ") }"
 
@@ -66,29 +67,25 @@ def over_budget(response: httpx.Response) -> bool:
 
 
 @pytest.mark.parametrize("route", ["sparql", "v1"])
-def test_a_query_past_the_parse_budget_is_refused_and_the_service_keeps_answering(
+def test_a_query_that_held_the_parser_a_minute_is_answered_and_holds_nothing(
     module_service: Service, route: str
 ) -> None:
-    """Finding 3 (gateway, /sparql) and 4 (workers, /v1): the parse runs off the event loop and
-    within the budget; the same query again is refused from memory."""
-    query = SLOW.replace("?o)", f"?o{route})")  # a text of its own per route: nothing remembered yet
+    """Finding 3 (gateway, /sparql) and 4 (workers, /v1): a parse that took rdflib a minute, then
+    refused past the parse budget, is now read at once and answered, and nothing waits for it."""
+    query = SLOW.replace("?o)", f"?o{route})")
     with bystander(module_service.url) as seen, bystander(module_service.url, "/healthz") as health:
         time.sleep(0.3)
-        first, took = send(module_service, route, query)
-        again, took_again = send(module_service, route, query)
+        response, took = send(module_service, route, query)
         time.sleep(0.3)
-    remembered = over_budget(first)
-    over_budget(again)
-    assert took < BUDGET_S + 3, f"refused after {took:.1f} s"  # before: a minute and more
-    if remembered and route == "sparql":  # a worker remembers too, but the next request may go to the other one
-        assert took_again < 0.5, f"refused again after {took_again:.2f} s"
+    assert response.status_code == 200, response.text[:300]
+    assert took < BUDGET_S, f"answered after {took:.1f} s"
     assert not seen.failures and not health.failures, (seen.failures + health.failures)[:3]
     assert seen.worst < 1.0, f"a small query waited {seen.worst:.2f} s"
     assert health.worst < 1.0, f"/healthz waited {health.worst:.2f} s"
 
 
-def test_both_workers_parsing_at_once_are_held_no_longer_than_the_budget(module_service: Service) -> None:
-    """Finding 4: two such queries on /v1 held both workers; now each worker is free within the budget."""
+def test_both_workers_reading_such_queries_at_once_are_free_at_once(module_service: Service) -> None:
+    """Finding 4: two such queries on /v1 held both workers 17 s; now both are answered at once."""
     answers: list[tuple[httpx.Response, float]] = []
     queries = [SLOW.replace("?o)", f"?o{n})") for n in ("a", "b")]
     threads = [threading.Thread(target=lambda q=q: answers.append(send(module_service, "v1", q))) for q in queries]
@@ -98,10 +95,10 @@ def test_both_workers_parsing_at_once_are_held_no_longer_than_the_budget(module_
         for thread in threads:
             thread.join()
     for response, took in answers:
-        over_budget(response)
-        assert took < BUDGET_S + 3, f"refused after {took:.1f} s"
+        assert response.status_code == 200, response.text[:300]
+        assert took < BUDGET_S, f"answered after {took:.1f} s"
     assert not seen.failures, seen.failures[:3]
-    assert seen.worst < BUDGET_S + 3, f"a small query waited {seen.worst:.2f} s"
+    assert seen.worst < 1.0, f"a small query waited {seen.worst:.2f} s"
 
 
 @pytest.mark.parametrize("route", ["sparql", "v1"])
@@ -201,3 +198,15 @@ def test_an_expression_deeper_than_a_saved_plan_holds_is_refused(module_service:
     query = f"SELECT * WHERE {{ ?s {LIKES} ?o FILTER(?o != " + " + ".join(["1"] * 60) + ") }"
     response, _ = send(module_service, route, query)
     refused(response, "query-too-complex", "saved plan")
+
+
+@pytest.mark.parametrize("route", ["sparql", "v1"])
+def test_operators_nested_deeper_than_a_saved_plan_holds_are_refused(module_service: Service, route: str) -> None:
+    """67 BINDs in a row nest their operators past protobuf's 100 levels: the plan saved, then
+    never resumed (a 500 at the second page). Refused before any result now; 20 run."""
+    binds = " ".join(f"BIND(?o AS ?b{i})" for i in range(67))
+    response, _ = send(module_service, route, f"SELECT * WHERE {{ ?s {LIKES} ?o {binds} }}")
+    refused(response, "query-too-complex", "saved plan")
+    binds = " ".join(f"BIND(?o AS ?b{i})" for i in range(20))
+    response, _ = send(module_service, route, f"SELECT ?b19 WHERE {{ ?s {LIKES} ?o {binds} }} LIMIT 3")
+    assert response.status_code == 200, response.text[:300]

@@ -117,3 +117,66 @@ def test_a_byte_budget_ends_the_page(watdiv_store: TripleStore) -> None:
 def test_the_row_cap_still_applies(watdiv_store: TripleStore) -> None:
     page = execute(watdiv_store, query="SELECT * WHERE { ?s ?p ?o }", quantum_seconds=None, max_results=7)
     assert page.count == 7 and page.next is not None
+
+
+# -- a page is bounded in bytes from its first row --
+
+LIKES = "<http://db.uwaterloo.ca/~galuc/wsdbm/likes>"
+BIG = 50_000  # characters of the computed literal of a big row: more than BUDGET by itself
+BUDGET = 20_000
+
+
+def _pages(store: TripleStore, query: str, max_bytes: int) -> list[list[tuple[str | None, ...]]]:
+    """Every page's rows, each page resumed from the previous one's saved plan."""
+    pages: list[list[tuple[str | None, ...]]] = []
+    page = execute(store, query=query, quantum_seconds=None, max_bytes=max_bytes)
+    while True:
+        pages.append(list(page.rows))
+        if page.next is None:
+            return pages
+        page = execute(store, saved=page.next, quantum_seconds=None, max_bytes=max_bytes)
+
+
+def _big(condition: str = "true") -> str:
+    """Rows of likes, ?big a literal of BIG characters where `condition` holds (else short)."""
+    text = "a" * BIG
+    return (
+        f'SELECT ?s ?o ?big WHERE {{ ?s {LIKES} ?o BIND(IF({condition}, CONCAT(STR(?s), "{text}"), "x") AS ?big) }}'
+        " LIMIT 40"
+    )
+
+
+def test_one_huge_row_ends_its_page(watdiv_store: TripleStore) -> None:
+    """Each row is past the budget by itself: a page of one row (it was 16, the rows
+    taken before the first measure), and the pages resumed one after another are
+    the answer of one unbounded page (Resume(Suspend(P)) = P)."""
+    query = _big()
+    pages = _pages(watdiv_store, query, BUDGET)
+    whole = execute(watdiv_store, query=query, quantum_seconds=None).rows
+    assert len(whole) == 40
+    assert [len(p) for p in pages[:-1]] == [1] * 40  # the last page: the end, with no row
+    assert [row for page in pages for row in page] == list(whole)
+
+
+def test_a_huge_row_among_small_ones_ends_its_page_at_the_next_measure(watdiv_store: TripleStore) -> None:
+    """Measures at rows 1, 2, 4, 8...: rows 1 to 4 are all measured, so a huge third row ends its
+    page at row 4 at the latest; the pages after it take many small rows again."""
+    s, o, _ = execute(watdiv_store, query=_big(), quantum_seconds=None).rows[2]
+    query = _big(f"?s = <{s}> && ?o = <{o}>")  # IRIs (dictionary syntax: bare)
+    pages = _pages(watdiv_store, query, BUDGET)
+    whole = execute(watdiv_store, query=query, quantum_seconds=None).rows
+    assert [i for i, row in enumerate(whole) if row[2] is not None and len(row[2]) > BIG] == [2]
+    assert 1 <= len(pages[0]) <= 4, [len(p) for p in pages]
+    assert any(row[2] is not None and len(row[2]) > BIG for row in pages[0])
+    assert len(pages[1]) > 4, "small rows fill the next page"
+    assert [row for page in pages for row in page] == list(whole)
+
+
+def test_pages_of_small_rows_still_reach_about_the_budget(watdiv_store: TripleStore) -> None:
+    """Measuring from row 1 does not make pages of small rows small."""
+    query = f"SELECT ?s ?o WHERE {{ ?s {LIKES} ?o }}"
+    pages = _pages(watdiv_store, query, BUDGET)
+    sizes = [len(rows_text("json", ["s", "o"], page)) for page in pages[:-1]]
+    assert all(0.7 * BUDGET < size < 1.3 * BUDGET for size in sizes), sizes
+    whole = execute(watdiv_store, query=query, quantum_seconds=None).rows
+    assert [row for page in pages for row in page] == list(whole)

@@ -85,8 +85,8 @@ def test_a_page_of_terms(settings, consumer) -> None:
     consumer(handle)
     (outcome,) = dispatch(settings(), rows=queue_pb2.ROW_FORMAT_TERMS)
     assert isinstance(outcome, Answered)
-    assert pages.rows(outcome.page) == solutions
-    assert write("tsv", list(outcome.page.head), pages.rows(outcome.page)) == '?s\t?o\n<http://ex/a>\t"x"@en\n_:b\t\n'
+    assert asyncio.run(pages.rows(outcome.page)) == solutions
+    assert write("tsv", list(outcome.page.head), solutions) == '?s\t?o\n<http://ex/a>\t"x"@en\n_:b\t\n'
 
 
 def test_a_workers_error_is_not_retryable(settings, consumer) -> None:

@@ -12,6 +12,7 @@ import redis
 
 from quanta.common import keys
 from quanta.common.testing import RedisServer, free_port
+from quanta.gateway.admission import fairness_key
 from quanta.gateway.testing import paging_handler, problem
 from quanta.queue.v1 import queue_pb2
 
@@ -70,6 +71,43 @@ def test_forwarded_address_only_when_trusted(settings, serve, consumer) -> None:
         "/v1/datasets/watdiv/query", json={"query": QUERY}, headers=spoof
     )
     assert rate_buckets(settings().redis_url) == {"quanta:rate:ip:127.0.0.1", "quanta:rate:ip:198.51.100.7"}
+
+
+def test_an_ipv6_client_is_its_64(settings, serve, consumer) -> None:
+    consumer()
+    client = serve(settings(rate_limit=1, trust_forwarded=True))
+    for ip in ("2001:db8:0:7::1", "2001:db8:0:7:ffff::2", "::ffff:198.51.100.8", "198.51.100.9"):
+        client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-forwarded-for": ip})
+    assert rate_buckets(settings().redis_url) == {
+        "quanta:rate:ip:2001:db8:0:7::/64", "quanta:rate:ip:198.51.100.8", "quanta:rate:ip:198.51.100.9"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("203.0.113.9", "203.0.113.9"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::", "2001:db8:1:2::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("::ffff:203.0.113.9", "203.0.113.9"),
+        ("not an address", "not an address"),
+    ],
+)
+def test_the_fairness_key_of_an_address(address: str, key: str) -> None:
+    assert fairness_key(address) == key
+
+
+def test_new_work_stops_short_of_the_reserve(settings, serve) -> None:
+    """Of a queue of 10, 2 are kept for running /sparql queries' later tasks: a /v1 query is refused at 8."""
+    client = serve(settings(max_queue=10, queue_reserve=0.2))
+    r = redis.Redis.from_url(settings().redis_url)
+    r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
+    for _ in range(8):
+        r.xadd(keys.TASKS, {"task": b"queued"})
+    body = problem(client.post("/v1/datasets/watdiv/query", json={"query": QUERY}), 503, "queue-full")
+    assert "holds 8 tasks" in body["detail"] and "2 more are kept" in body["detail"], body
+    assert r.xlen(keys.TASKS) == 8
 
 
 def test_full_queue_503(settings, serve) -> None:

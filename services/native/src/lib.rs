@@ -7,6 +7,7 @@ pub mod dict;
 pub mod exec;
 pub mod hdt;
 pub mod index;
+pub mod query;
 pub mod regexp;
 pub mod render;
 pub mod store;

@@ -763,6 +763,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Rows>()?;
     m.add_class::<RowsIter>()?;
     crate::regexp::py::register(m)?;
+    crate::query::py::register(m)?;
     m.add("PageTooLarge", m.py().get_type::<PageTooLarge>())?;
     m.add("FULL", FULL)?;
     m.add("DONE", DONE)?;

@@ -31,3 +31,29 @@ def test_rows_without_variables() -> None:
 def test_damaged_rows_are_refused(cells: list[int], count: int) -> None:
     with pytest.raises(ValueError):
         term_rows.decode(["http://ex/a"], cells, 2, count)
+
+
+class Counted(list[str]):
+    """Terms that count how many of them were read."""
+
+    read = 0
+
+    def __getitem__(self, index):  # unannotated: list's overloads
+        items = super().__getitem__(index)
+        Counted.read += len(items) if isinstance(index, slice) else 1
+        return items
+
+
+def test_slices_are_the_rows_and_read_only_the_terms_they_use() -> None:
+    """A page decoded a slice at a time (the gateway hands its event loop back between
+    slices): the same rows, and each slice reads only the terms it first uses."""
+    terms, cells = term_rows.encode(ROWS)
+    counted = Counted(terms)
+    Counted.read = 0
+    slices = term_rows.slices(counted, cells, 3, len(ROWS), rows=1)
+    assert next(slices) == ROWS[:1]
+    assert Counted.read == 2  # http://ex/s1 and "a"@en, not the page's five terms
+    assert [ROWS[0], *[row for part in slices for row in part]] == ROWS
+    assert Counted.read == 5
+    with pytest.raises(ValueError):
+        list(term_rows.slices(["http://ex/a"], [1, 0, 1, 9], 2, 2, rows=1))

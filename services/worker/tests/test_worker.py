@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from quanta.common import keys
@@ -93,18 +96,110 @@ def test_a_dead_workers_task_is_reclaimed(server, start_worker, await_reply) -> 
     assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
 
 
-def test_a_task_that_keeps_failing_is_dead_lettered(server, start_worker, await_reply) -> None:
-    client = redis.Redis.from_url(server.url)
+def lose_deliveries(client: redis.Redis, task: q.Task, times: int) -> None:
+    """Queue `task` and let `times` workers take it and never reply (ghosts: consumers with no process)."""
     client.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
-    task = q.Task(id="t2", dataset="watdiv", query="ASK {}", reply_to=keys.reply("t2"))
     entry = client.xadd(keys.TASKS, {"task": task.SerializeToString()})
     client.xreadgroup(keys.GROUP, "ghost-1", {keys.TASKS: ">"}, count=1)
-    for n in range(keys.MAX_DELIVERIES):  # it killed every worker that took it
+    for n in range(times - 1):
         client.xclaim(keys.TASKS, keys.GROUP, f"ghost-{n + 2}", min_idle_time=0, message_ids=[entry])
+
+
+def test_a_task_whose_workers_keep_vanishing_is_dead_lettered(server, start_worker, await_reply) -> None:
+    client = redis.Redis.from_url(server.url)
+    task = q.Task(id="t2", dataset="watdiv", query="ASK {}", reply_to=keys.reply("t2"))
+    lose_deliveries(client, task, keys.MAX_VANISHED)  # it crashed every worker that took it
     start_worker("--reclaim-idle-ms", "100")
-    assert await_reply(client, task).error.kind == "dead-letter"
+    reply = await_reply(client, task)
+    assert reply.error.kind == "dead-letter"
+    assert f"{keys.MAX_VANISHED} workers in turn died" in reply.error.message, reply.error.message
     assert client.xlen(keys.DEAD_LETTERS) == 1
     assert client.xpending(keys.TASKS, keys.GROUP)["pending"] == 0
+
+
+def test_a_task_that_stalled_two_workers_is_dead_lettered(server, start_worker, await_reply) -> None:
+    """Two lost deliveries, both counted as stalls by the workers' stall recorders: set aside."""
+    client = redis.Redis.from_url(server.url)
+    task = q.Task(id="t4", dataset="watdiv", query="ASK {}", reply_to=keys.reply("t4"))
+    lose_deliveries(client, task, keys.MAX_STALLS)
+    client.set(keys.stalls("t4"), keys.MAX_STALLS)  # what the two recorders wrote
+    start_worker("--reclaim-idle-ms", "100", "--stall-s", "5")
+    reply = await_reply(client, task)
+    assert reply.error.kind == "dead-letter"
+    assert "2 workers in turn were stuck past the stall limit of 5 s" in reply.error.message, reply.error.message
+    assert not client.exists(keys.stalls("t4")), "the count goes with the task"
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def holder(client: redis.Redis, entry: bytes | str) -> tuple[str, int] | None:
+    """Which consumer holds the task pending, and how many times it was delivered."""
+    pending: Any = client.xpending_range(keys.TASKS, keys.GROUP, min=entry, max=entry, count=1)
+    return (pending[0]["consumer"].decode(), int(pending[0]["times_delivered"])) if pending else None
+
+
+def kill_when_it_holds(client: redis.Redis, worker: subprocess.Popen[bytes], entry: bytes | str, delivery: int) -> None:
+    """SIGKILL `worker` once it runs the task's `delivery`th delivery (a node lost, an eviction)."""
+    deadline = time.monotonic() + 30
+    while (held := holder(client, entry)) is None or held[1] < delivery:
+        assert time.monotonic() < deadline, f"delivery {delivery} never taken: {held}"
+        time.sleep(0.02)
+    time.sleep(0.2)  # inside the task's long quantum
+    recorders = children(worker.pid)
+    worker.kill()
+    worker.wait()
+    for pid in recorders:  # the stall recorder ends with its worker's pipe
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+            assert time.monotonic() < deadline, "the stall recorder outlived its worker"
+            time.sleep(0.05)
+
+
+# One quantum of it (60 s in `long_quanta`) reads a cross product that its FILTER empties.
+SLOW = 'SELECT ?a WHERE { ?a ?p ?o . ?b ?q ?r FILTER(STR(?r) = "never") }'
+NATIVE_STALL = "SELECT ?a WHERE { ?a ?p ?o . ?b ?q ?r FILTER(?r = <http://example.org/never>) }"
+
+
+@pytest.fixture
+def long_quanta(catalog: Path, tmp_path: Path) -> str:
+    """A catalog whose quanta run up to a minute (a later --catalog wins)."""
+    path = tmp_path / "catalog.toml"
+    path.write_text(f'[datasets.watdiv]\npath = "{catalog.parent / "watdiv-100k.hdt"}"\nquantum_ms = 60000\n')
+    return str(path)
+
+
+def test_a_task_whose_workers_were_killed_twice_runs_on_a_third(server, start_worker, long_quanta, await_reply) -> None:
+    """Two workers SIGKILLed while they ran the task (nothing the task did: a node lost, an eviction)
+    are not two strikes against it: the third worker runs it (before, the third delivery was
+    dead-lettered, 422, whatever had ended the workers)."""
+    client = redis.Redis.from_url(server.url)
+    task = q.Task(id="k1", dataset="watdiv", query=SLOW, reply_to=keys.reply("k1"), enqueued_at=time.time())
+    entry = client.xadd(keys.TASKS, {"task": task.SerializeToString()})
+    unlucky = ("--catalog", long_quanta, "--stall-s", "60", "--reclaim-idle-ms", "300")
+    for delivery in (1, 2):
+        kill_when_it_holds(client, start_worker(*unlucky), entry, delivery)
+    start_worker("--reclaim-idle-ms", "300")  # quanta of 5 ms: its delivery 3 answers a page
+    reply = await_reply(client, task)
+    assert reply.HasField("page"), reply.error.message
+    assert client.xlen(keys.DEAD_LETTERS) == 0 and not client.exists(keys.stalls("k1"))
+
+
+def test_a_stall_and_a_vanished_worker_are_counted_apart(server, start_worker, long_quanta, await_reply) -> None:
+    """One worker killed, one stalled in native code (its recorder counts it before faulthandler
+    ends it): one strike of each, neither cap reached, so the third delivery runs."""
+    client = redis.Redis.from_url(server.url)
+    task = q.Task(id="k2", dataset="watdiv", query=NATIVE_STALL, reply_to=keys.reply("k2"), enqueued_at=time.time())
+    entry = client.xadd(keys.TASKS, {"task": task.SerializeToString()})
+    kill_when_it_holds(client, start_worker("--catalog", long_quanta, "--stall-s", "60"), entry, 1)
+    stuck = start_worker("--catalog", long_quanta, "--stall-s", "0.5", "--reclaim-idle-ms", "300")
+    assert stuck.wait(timeout=30) == 1, "faulthandler's hand ends it"
+    assert client.get(keys.stalls("k2")) == b"1", "its recorder counted the stall first"
+    start_worker("--reclaim-idle-ms", "300")
+    reply = await_reply(client, task)
+    assert reply.HasField("page"), reply.error.message
+    assert not client.exists(keys.stalls("k2")), "the count goes with the task"
 
 
 def test_sigterm_finishes_the_quantum_in_hand(server, start_worker, await_reply) -> None:

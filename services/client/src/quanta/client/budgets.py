@@ -46,6 +46,10 @@ class Budgets:
     yield_rows: client-side operators hand the event loop back at least
         every this many rows, and every `ops.base.SLICE_S` seconds of work
         (the gateway runs many queries in one loop).
+    batch_bytes: about the most characters of terms a batch of rows passed
+        between operators holds (a server page is cut into slices; BIND hands
+        its rows on once its values reach it): a few rows of huge computed
+        literals are a batch, not yield_rows of them.
     """
 
     memory_rows: int = 100_000
@@ -53,6 +57,7 @@ class Budgets:
     block_size: int = 100
     path_nodes: int = 1_000_000
     yield_rows: int = 2_000
+    batch_bytes: int = 4 << 20
     temp_dir: str | None = None
     disk_pool: DiskPool | None = field(default=None, compare=False)
 

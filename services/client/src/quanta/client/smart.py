@@ -68,16 +68,23 @@ class SmartClient:
         self.retry = retry
 
     async def prepare(
-        self, query: str, dataset: DatasetSpec | str, *, name: str | None = None, on_request: OnRequest | None = None
+        self,
+        query: str,
+        dataset: DatasetSpec | str,
+        *,
+        name: str | None = None,
+        on_request: OnRequest | None = None,
+        base: str | None = None,
     ) -> Execution:
         """Parse and plan `query`; raise QueryError for anything known before running it.
-        `on_request`: this query's own hook (a progress display, say), called after the client's."""
+        `on_request`: this query's own hook (a progress display, say), called after the client's;
+        `base`: what relative IRIs resolve against when the query has no BASE."""
         spec = DatasetSpec(dataset) if isinstance(dataset, str) else dataset
         hook = _both(self.on_request, on_request)
         requester = Requester(self.transport, name=name or "query", on_request=hook, retry=self.retry)
         context = Context(requester, spec.name, self.budgets, self.services)
         try:
-            plan = await plan_query(query, spec, context, self.transport, strategy=self.optional)
+            plan = await plan_query(query, spec, context, self.transport, strategy=self.optional, base=base)
         except QuantaError as error:  # a constant expression past a limit, evaluated while planning
             context.close()
             raise query_error(error) from error

@@ -10,12 +10,32 @@ PREFIX = "quanta:"
 TASKS = PREFIX + "tasks"
 GROUP = "workers"
 
-# Tasks that took MAX_DELIVERIES workers down (each died or stalled on it), kept for operators
-# to inspect. The next delivery does not run such a task: it answers its client with an error.
-# Two, not one: a worker also dies for reasons of its own (a node lost, a rollout's SIGKILL).
+# Tasks that took workers down, kept for operators to inspect. The next delivery does not run such
+# a task: it answers its client with an error. A delivery whose worker never replied was lost in one
+# of two ways:
+# - it stalled its worker (stuck past the stall limit, in code that never came back to Python): the
+#   worker's stall recorder (quanta.worker.stalls) counts that against the task, in `stalls(task)`,
+#   before the watchdog ends the worker. MAX_STALLS of those and the task is set aside: two, not one,
+#   so that one stall of a loaded machine is forgiven;
+# - its worker vanished without a stall (a native abort, out of memory, a node lost, a SIGKILL that
+#   had nothing to do with the task): MAX_VANISHED of those. More than two, since most such losses
+#   are not the task's doing; three, not more, so that a task that crashes workers is still answered
+#   (422 dead-letter) within the gateway's reply timeout (30 s): each loss costs the reclaim delay,
+#   7 s by default, and the fourth delivery answers at about 21 s.
+# A graceful stop (SIGTERM) loses no delivery: the worker finishes the task in hand and replies.
 DEAD_LETTERS = PREFIX + "dead"
 DEAD_LETTERS_MAXLEN = 10_000
-MAX_DELIVERIES = 2
+MAX_STALLS = 2
+MAX_VANISHED = 3
+
+
+def stalls(task_id: str) -> str:
+    """How many workers a task stalled (INCR by each worker's stall recorder); deleted with the task."""
+    return f"{PREFIX}stalls:{task_id}"
+
+
+# Far longer than a task stays pending between two deliveries (the reclaim delay).
+STALLS_TTL_S = 3600
 
 # Workers announce themselves here (score: last heartbeat, unix seconds);
 # readiness needs one seen within WORKER_STALE_S.

@@ -2,7 +2,8 @@
 the page) is full, suspend it. This is what a worker does per task.
 
 A page ends with the quantum, or when it holds `max_bytes` of JSON results
-(estimated on samples of its own rows as it fills), or `max_results` rows.
+(measured on its own rows from the first one, so that one huge row ends its
+page), or `max_results` rows.
 Its rows stay term ids until someone reads them: `Page.text()` writes them
 in a results format straight from the ids on the native store."""
 
@@ -220,9 +221,12 @@ def decode_with(string: Callable[[int], str], projection: list[int], rows: Seque
 
 
 class PageLimit:
-    """When a page is full: at `max_results` rows, or at about `max_bytes` of
-    JSON. The bytes a row takes are measured on a sample of the page's rows
-    (the last SAMPLE) each time the page doubles, from SAMPLE rows on."""
+    """When a page is full: at `max_results` rows, or once it holds about
+    `max_bytes` of JSON. Bytes are measured from the first row: at rows 1,
+    2, 4, 8... (each time the page doubles), on the rows since the last
+    measure (the last SAMPLE of them when there are more). A page is full as
+    soon as the rows measured reach `max_bytes` by themselves (one huge row
+    ends its page), or the page's rows at the measured average would."""
 
     SAMPLE = 16
 
@@ -231,8 +235,9 @@ class PageLimit:
         self.cap: float = max_results if max_results is not None else math.inf
         self.max_bytes = max_bytes
         self.by_bytes: float = math.inf
-        self.checkpoint: float = self.SAMPLE if max_bytes is not None else math.inf
+        self.checkpoint: float = 1 if max_bytes is not None else math.inf
         self.measured = (0, 0)  # rows, bytes
+        self.seen = 0  # rows before the last measure
         self.plan = plan
 
     def limit(self) -> float:
@@ -247,12 +252,13 @@ class PageLimit:
     def full(self) -> bool:
         n = len(self.rows)
         if n >= self.checkpoint and self.max_bytes is not None:
-            sample = self.rows[n - self.SAMPLE : n]
+            sample = self.rows[max(self.seen, n - self.SAMPLE) : n]
             head, decoder, renderer = edge(self.plan)
             size = len(renderer("json", sample) if renderer else rows_text("json", head, decoder(sample)))
             rows, total = self.measured[0] + len(sample), self.measured[1] + size
-            self.measured = (rows, total)
-            self.by_bytes = max(self.SAMPLE, int(self.max_bytes * rows / max(total, 1)))
+            self.measured, self.seen = (rows, total), n
+            # When the rows measured reach the budget by themselves: rows * max_bytes / total <= rows <= n.
+            self.by_bytes = max(1, int(self.max_bytes * rows / max(total, 1)))
             self.checkpoint = 2 * n
         return n >= min(self.cap, self.by_bytes)
 

@@ -19,6 +19,7 @@ release, so a gateway that dies leaks nothing.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -95,6 +96,20 @@ HOLD_MS = 10 * 60 * 1000
 QUERY_CLIENT: ContextVar[str] = ContextVar("quanta_query_client", default="sparql-endpoint")
 
 
+class QueryTasks:
+    """A /sparql query's tasks so far (set when fair_use admits it; counted by the transport). Its
+    first task starts a query like any other; the later ones continue an answer that may be
+    streaming already, where a refusal would cut it: they may use the queue's reserve."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+
+QUERY_TASKS: ContextVar[QueryTasks | None] = ContextVar("quanta_query_tasks", default=None)
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     entry_id: str = ""
@@ -108,16 +123,28 @@ ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
 
 class Admitter:
     def __init__(
-        self, rate: float, burst: int, max_queue: int, retry_after_s: int, client_tasks: int = 0
+        self, rate: float, burst: int, max_queue: int, retry_after_s: int, client_tasks: int = 0,
+        reserve: float = 0.0,
     ) -> None:  # fmt: skip
         self.rate, self.burst, self.max_queue, self.retry_after_s = rate, burst, max_queue, retry_after_s
         self.client_tasks = client_tasks  # each client's share of the queue; 0: none
+        # The queue's room that only continuations of running /sparql queries may take (QueryTasks).
+        self.reserved = int(max_queue * reserve)
 
-    async def admit(self, conn: RespConnection, client: str, task: bytes, charge: bool = True) -> Admission:
+    def bound(self, continuation: bool) -> int:
+        """The queue's length at which a task is refused: the whole bound for a continuation of a
+        running /sparql query, less the reserve for any other task."""
+        return self.max_queue if continuation else self.max_queue - self.reserved
+
+    async def admit(
+        self, conn: RespConnection, client: str, task: bytes, charge: bool = True, continuation: bool = False
+    ) -> Admission:
         """Enqueue `task` unless the client is over its rate (when `charge`d) or holds its share
         of the queue, or the queue is full (raises RedisError). A quantum of a query already
-        admitted is not charged, but it counts in the client's share."""
-        args = [self.rate if charge else 0, self.burst, self.max_queue, keys.GROUP, task, self.client_tasks, HOLD_MS]
+        admitted is not charged, but it counts in the client's share; a `continuation` of a running
+        /sparql query may take the queue's reserve."""
+        bound = self.bound(continuation)
+        args = [self.rate if charge else 0, self.burst, bound, keys.GROUP, task, self.client_tasks, HOLD_MS]
         script_keys = [keys.rate(client), keys.TASKS, keys.client_tasks(client)]
         code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, script_keys, args)
         if code == 0:
@@ -154,8 +181,24 @@ def client_id(request: Request, settings: Settings) -> str:
     if settings.trust_forwarded:
         forwarded = request.headers.get("x-forwarded-for")
         if forwarded:
-            return "ip:" + forwarded.rsplit(",", 1)[-1].strip()
-    return "ip:" + (request.client.host if request.client else "unknown")
+            return "ip:" + fairness_key(forwarded.rsplit(",", 1)[-1].strip())
+    return "ip:" + (fairness_key(request.client.host) if request.client else "unknown")
+
+
+def fairness_key(address: str) -> str:
+    """Which client an address stands for, for fair use (client_id) and the connections one address
+    may hold (server.GuardedProtocol): an IPv4 address is itself; an IPv6 address is its /64 (a host
+    is usually given a whole /64, so a quota per /128 would be no quota: "2001:db8:0:1::/64"); an
+    IPv4-mapped IPv6 address is its IPv4 address. Anything else (not an address) is as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))  # int(): without a zone (fe80::1%eth0)
+    return str(ip)
 
 
 @lru_cache(maxsize=4)

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     # Development mode: a random secret when none is given (tokens die with the process).
     dev: bool = False
     max_queue: int = Field(default=1000, ge=1, description="stream length past which new tasks get 503")
+    # The share of max_queue kept for the later tasks of running /sparql queries (their answers may be
+    # streaming: a refusal would cut them): every other task gets 503 at max_queue minus the reserve.
+    queue_reserve: float = Field(default=0.2, ge=0, lt=1, description="share of max_queue for /sparql continuations")
     reply_timeout_s: float = Field(default=30.0, gt=0, description="wait for a worker's reply, then 504")
     rate_limit: float = Field(default=50.0, ge=0, description="requests/s per client; 0 disables")
     rate_burst: int = Field(default=100, ge=1, description="token bucket size")
@@ -47,6 +50,11 @@ class Settings(BaseSettings):
     send_timeout_s: float = Field(default=60.0, gt=0, description="a client that reads nothing this long is dropped")
     max_header_bytes: int = Field(default=32 << 10, ge=1024, description="a request's header fields, else 431")
     max_connections: int = Field(default=1000, ge=1, description="per process (at most half its descriptors)")
+    # One client address's share of them (an IPv6 address's /64: admission.fairness_key), so that one
+    # host cannot hold them all; not applied with trust_forwarded (every connection is the proxy's).
+    max_connections_per_address: int = Field(
+        default=64, ge=0, description="per client address (IPv6: per /64) and process; 0: no cap"
+    )
     # The service's public origin (https://sparql.example.org) for the URLs it writes of itself (the
     # service description); "": the address a connection reached, never the client's Host header.
     public_url: str = ""

@@ -133,9 +133,10 @@ class Dispatcher:
             command_timeout_s, reply_timeout_s, retry_after_s,
         )  # fmt: skip
 
-    async def run(self, client: str, task: queue_pb2.Task, charge: bool = True) -> Outcome:
+    async def run(self, client: str, task: queue_pb2.Task, charge: bool = True, continuation: bool = False) -> Outcome:
         """Admit `task` for `client` (charged to its rate limit unless `charge` is
-        False: a quantum of a query the SPARQL endpoint admitted), enqueue it, wait for its reply."""
+        False: a quantum of a query the SPARQL endpoint admitted; into the queue's reserve when it
+        is a `continuation` of a running /sparql query), enqueue it, wait for its reply."""
         task.reply_to = keys.reply(task.id)
         task.enqueued_at = time.time()
         started = time.perf_counter()
@@ -143,7 +144,7 @@ class Dispatcher:
         try:
             async with self.pool.connection() as conn:
                 async with asyncio.timeout(self.command_timeout_s):
-                    admission = await self.admitter.admit(conn, client, task.SerializeToString(), charge)
+                    admission = await self.admitter.admit(conn, client, task.SerializeToString(), charge, continuation)
                 if not admission.refused:
                     async with asyncio.timeout(self.reply_timeout_s + GUARD_S):
                         item = await conn.call("BLPOP", task.reply_to, self.reply_timeout_s)
@@ -162,7 +163,7 @@ class Dispatcher:
                 share = self.admitter.client_tasks
                 detail = f"this client already has {share} tasks queued or running; send more as they are answered"
                 return TooManyTasks(admission.retry_after_s, detail)
-            return QueueFull(admission.retry_after_s, f"the queue holds its maximum of {self.admitter.max_queue} tasks")
+            return QueueFull(admission.retry_after_s, self._full(continuation))
         if item is None:
             metrics.REPLY_TIMEOUTS.inc()
             await self._withdraw(admission.entry_id)
@@ -174,6 +175,13 @@ class Dispatcher:
         if reply.WhichOneof("outcome") != "page":
             return Failed(reply.error)
         return Answered(reply.page, (time.perf_counter() - started) * 1000)
+
+    def _full(self, continuation: bool) -> str:
+        reserved = self.admitter.reserved
+        if continuation or not reserved:
+            return f"the queue holds its maximum of {self.admitter.max_queue} tasks"
+        bound = self.admitter.bound(continuation)
+        return f"the queue holds {bound} tasks, its maximum for new work ({reserved} more are kept for running queries)"
 
     async def _withdraw(self, entry_id: str) -> None:
         """Drop a task nobody waits for any more, if no worker took it yet: under

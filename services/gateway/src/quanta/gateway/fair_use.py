@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
-from quanta.gateway.admission import MEMORY_FULL, QUERY_CLIENT, out_of_memory
+from quanta.gateway.admission import MEMORY_FULL, QUERY_CLIENT, QUERY_TASKS, QueryTasks, out_of_memory
 from quanta.gateway.problems import Problem
 from quanta.gateway.resp import RespPool, run_script
 from quanta.sparql.errors import ErrorKind
@@ -125,6 +125,7 @@ class FairUse:
         maxmemory). The query's quanta count against `client`'s share of the queue
         (QUERY_CLIENT, read by the transport in this request's context)."""
         QUERY_CLIENT.set(client)
+        QUERY_TASKS.set(QueryTasks())
         if not self.max_queries and not self.rate:
             return Unlimited()
         query_id = uuid.uuid4().hex

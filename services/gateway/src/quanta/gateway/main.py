@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool = RespPool(settings.redis())
         admitter = Admitter(
             settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s,
-            client_tasks=settings.max_client_tasks,
+            client_tasks=settings.max_client_tasks, reserve=settings.queue_reserve,
         )  # fmt: skip
         dispatcher = Dispatcher(
             redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,

@@ -30,6 +30,7 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 REJECT_REASONS = (
     "queue_full", "rate_limited", "redis_down", "invalid_token", "too_large", "too_many_queries", "query_rate",
     "too_many_tasks", "header_timeout", "body_timeout", "send_timeout", "connections",
+    "connections_per_address",
 )  # fmt: skip
 
 HTTP_REQUESTS = Counter(

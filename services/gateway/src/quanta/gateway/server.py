@@ -18,7 +18,13 @@ send_timeout, large_client_header_buffers and worker_connections:
 - at most `max_connections` per process (and never more than half its file
   descriptors): at the cap a new connection takes the place of the one that has
   waited longest without a request running (idle, or still sending its
-  headers); when every connection runs a request, it gets 503.
+  headers); when every connection runs a request, it gets 503;
+- at most `max_connections_per_address` per client address (an IPv6 address's
+  /64: admission.fairness_key, as fair use counts clients), by the same rule
+  among that address's connections: its own longest-waiting one is closed, or,
+  when each of them runs a request, the newcomer gets 503. Not applied behind a
+  proxy (trust_forwarded): every connection is then the proxy's, whose own
+  per-client limit (nginx's limit_conn) is the one that can see clients.
 
 The body's deadline (between two chunks) is the Edge middleware's, which sees
 when the application waits for it.
@@ -32,7 +38,7 @@ import json
 import resource
 import struct
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
@@ -43,6 +49,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from quanta.gateway import metrics
+from quanta.gateway.admission import fairness_key
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.problems import MEDIA_TYPE, Problem
 from quanta.sparql.errors import ErrorKind
@@ -65,6 +72,7 @@ class Limits:
     max_url_bytes: int
     max_header_bytes: int
     max_connections: int
+    max_connections_per_address: int  # 0: no cap
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -72,6 +80,7 @@ class Limits:
             header_timeout_s=settings.header_timeout_s, idle_timeout_s=settings.idle_timeout_s,
             send_timeout_s=settings.send_timeout_s, max_url_bytes=settings.max_body_bytes,
             max_header_bytes=settings.max_header_bytes, max_connections=settings.max_connections,
+            max_connections_per_address=0 if settings.trust_forwarded else settings.max_connections_per_address,
         )  # fmt: skip
 
 
@@ -87,6 +96,10 @@ def connection_cap(configured: int) -> int:
     if soft == resource.RLIM_INFINITY:
         return configured
     return max(1, min(configured, int(soft * FD_SHARE)))
+
+
+# This process's connections by client (fairness_key), for max_connections_per_address.
+_by_address: dict[str, set[GuardedProtocol]] = {}
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -107,6 +120,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._url_bytes = 0
         self._header_bytes = 0
         self._refusal: Problem | None = None  # set by a parser callback, answered once the parser stops (400's place)
+        self.address: str | None = None  # the client, when its connections are counted (_by_address)
 
     # The connection
 
@@ -114,12 +128,30 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self.since = self.loop.time()
         self._arm(self.limits.header_timeout_s, self._head_timed_out)
+        per_address = self.limits.max_connections_per_address
+        if per_address and self.client is not None:
+            self.address = fairness_key(self.client[0])
+            same = _by_address.setdefault(self.address, set())
+            same.add(self)
+            held = [other for other in same if other.phase != "closing"]  # a refused one only lingers
+            if len(held) > per_address:
+                detail = f"this client address holds {per_address} connections, each running a request"
+                self._make_room(held, per_address, detail, "connections_per_address")
+                if self.phase == "closing":
+                    return
         # The descriptor limit is read each time (a syscall): raised or lowered at run time, it counts.
-        if len(self.connections) > connection_cap(self.limits.max_connections):
-            self._make_room()
+        cap = connection_cap(self.limits.max_connections)
+        if len(self.connections) > cap:
+            self._make_room(self.connections, cap, f"this server holds {cap} connections, each running a request")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self.address is not None:
+            same = _by_address.get(self.address)
+            if same is not None:
+                same.discard(self)
+                if not same:
+                    del _by_address[self.address]
         if self._send_deadline is not None:
             self._send_deadline.cancel()
         super().connection_lost(exc)
@@ -247,22 +279,21 @@ class GuardedProtocol(HttpToolsProtocol):
         what = "the request line exceeds" if kind is ErrorKind.URI_TOO_LONG else "the request's header fields exceed"
         return Problem(kind, f"{what} {limit} bytes", limit=limit)
 
-    def _make_room(self) -> None:
-        """At the cap: close the connection that has waited longest without a request running, or refuse this one."""
+    def _make_room(self, among: Iterable[object], cap: int, detail: str, reason: str = "connections") -> None:
+        """At a cap (of `among`): close the one of them that has waited longest without a request
+        running, or refuse this one."""
         waiting = [
-            other for other in self.connections
+            other for other in among
             if isinstance(other, GuardedProtocol) and other is not self and other.phase != "request"
             and not other.transport.get_write_buffer_size()  # still delivering its last answer: not idle
         ]  # fmt: skip
-        metrics.REJECTED.labels("connections").inc()
+        metrics.REJECTED.labels(reason).inc()
         if waiting:
             oldest = min(waiting, key=lambda other: (other.phase != "closing", other.since))
             oldest.phase = "closing"
             oldest._disarm()
             oldest.transport.abort()
             return
-        cap = connection_cap(self.limits.max_connections)
-        detail = f"this server holds {cap} connections, each running a request"
         busy = Problem(ErrorKind.TOO_MANY_CONNECTIONS, detail, {"Retry-After": "1"}, limit=cap, retry_after=1)
         self._refuse(busy)
 

@@ -35,6 +35,7 @@ from quanta.sparql.errors import ErrorKind, QuantaError
 
 log = logging.getLogger("quanta.gateway")
 FLUSH_ROWS = 4096  # rows a query produces without waiting before they are sent anyway
+FLUSH_BYTES = 1 << 20  # or bytes of results written (rows of huge literals: a few are a megabyte)
 T = TypeVar("T")
 Render = Callable[[Sequence[Any]], str]  # rows to text: a results writer's `rows`, a graph writer's `triples`
 
@@ -48,6 +49,7 @@ class Output:
     def __init__(self, render: Render, start: Callable[[], Awaitable[None]], send: Send) -> None:
         self.render, self.start, self.send = render, start, send
         self.parts: list[bytes] = []
+        self.waiting_bytes = 0  # in `parts`
         self.rows: list[Any] = []
         self.results_waiting = False  # `results` bytes among the parts: something to send
         self.started = False
@@ -68,7 +70,10 @@ class Output:
         self.rows.append(row)
 
     def batch(self, rows: list[Any]) -> None:
+        """A batch is written at once (its text counts towards `full`): batches are bounded
+        in bytes (quanta.client's `Budgets.batch_bytes`), buffered rows are not."""
         self.rows += rows
+        self._render()
 
     def results(self, data: bytes) -> None:
         """Results already in the response's format (a worker wrote them)."""
@@ -79,11 +84,13 @@ class Output:
 
     @property
     def full(self) -> bool:
-        return len(self.rows) >= FLUSH_ROWS
+        return len(self.rows) >= FLUSH_ROWS or self.waiting_bytes >= FLUSH_BYTES
 
     def _render(self) -> None:
         if self.rows:
-            self.parts.append(self.render(self.rows).encode())
+            text = self.render(self.rows).encode()
+            self.parts.append(text)
+            self.waiting_bytes += len(text)
             self.rows = []
             self.results_waiting = True
 
@@ -98,7 +105,7 @@ class Output:
     async def _send(self, more: bool) -> None:
         self._render()
         body, results = b"".join(self.parts), self.results_waiting
-        self.parts, self.results_waiting = [], False
+        self.parts, self.results_waiting, self.waiting_bytes = [], False, 0
         async with self.lock:
             if not self.started:
                 await self.start()
@@ -111,6 +118,7 @@ class Output:
                 # Cancelled while the server waited for a slow reader (uvicorn waits before it
                 # writes): nothing went out, so it goes with the next send.
                 self.parts.insert(0, body)
+                self.waiting_bytes += len(body)
                 self.results_waiting = self.results_waiting or results
                 self.complete = False
                 raise

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway import pages
-from quanta.gateway.admission import QUERY_CLIENT
+from quanta.gateway.admission import QUERY_CLIENT, QUERY_TASKS
 from quanta.gateway.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
@@ -53,10 +53,15 @@ class DispatcherTransport:
         )  # fmt: skip
         _input(task, request)
         # Not charged to the rate (the query was, when fair_use admitted it), but counted in its
-        # client's share of the queue: the client fair_use admitted the query for.
-        outcome = await self.dispatcher.run(QUERY_CLIENT.get(), task, charge=False)
+        # client's share of the queue: the client fair_use admitted the query for. Its tasks after
+        # the first may take the queue's reserve: refused, they would cut an answer under way.
+        tasks = QUERY_TASKS.get()
+        continuation = tasks is not None and tasks.sent > 0
+        outcome = await self.dispatcher.run(QUERY_CLIENT.get(), task, charge=False, continuation=continuation)
+        if tasks is not None and isinstance(outcome, Answered | Failed | ReplyTimeout | WrongReply):
+            tasks.sent += 1  # admitted (a refused first task, sent again, is still a new query's)
         if isinstance(outcome, Answered):
-            return _page(outcome, request.render)
+            return await _page(outcome, request.render)
         if isinstance(outcome, Failed):
             e = outcome.error
             raise QueryError(
@@ -83,13 +88,13 @@ def _input(task: queue_pb2.Task, request: SubRequest) -> None:
         raise QueryError(ErrorKind.INVALID_TOKEN, "not a next token of the gateway's transport")
 
 
-def _page(answered: Answered, render: str | None) -> SubPage:
+async def _page(answered: Answered, render: str | None) -> SubPage:
     page = answered.page
     done = page.WhichOneof("next") is None
     text = page.bindings_json if render == "json" else page.text
     return SubPage(
         variables=list(page.head),
-        rows=[] if page.ask or render is not None else pages.rows(page),
+        rows=[] if page.ask or render is not None else await pages.rows(page),
         text=text,
         next=None if done else "v" + base64.b64encode(page.plan).decode(),
         boolean=page.boolean if page.ask and done else None,

@@ -82,15 +82,29 @@ def build_index(path: str, index_path: str) -> None: ...
 class RegexTooBig(ValueError):
     """The pattern compiles to more than the engine's size limit (src/regexp.rs)."""
 
-class Regex:
-    """A pattern of Rust's regex crate: linear-time matching (src/regexp.rs).
-    Raises ValueError for a syntax error, RegexTooBig past the size limit."""
+class RegexBudgetExceeded(ValueError):
+    """A search on the backtracking engine passed its budget (src/regexp.rs)."""
 
-    def __init__(self, pattern: str) -> None: ...
+class Regex:
+    """A pattern of Rust's regex crate: linear-time matching, or with
+    `backtracking` (a pattern with back-references) fancy-regex's backtracking
+    under a budget (src/regexp.rs). Raises ValueError for a syntax error,
+    RegexTooBig past the size limit; search and replace raise
+    RegexBudgetExceeded past the backtracking budget."""
+
+    def __init__(self, pattern: str, backtracking: bool = False) -> None: ...
     @property
     def groups(self) -> int: ...
+    @property
+    def backtracking(self) -> bool: ...
     def search(self, text: str) -> bool: ...
     def replace(self, text: str, parts: Sequence[str | int], max_bytes: int) -> str | None: ...
 
 class PageTooLarge(ValueError):
     """A render or decode call's terms outside the dictionary pass 256 MiB (src/python.rs)."""
+
+class SparqlSyntaxError(ValueError):
+    """Not SPARQL 1.1: args are (message, line, column), 1-based, the column in characters (src/query.rs)."""
+
+def parse_query(text: str, base: str | None = None) -> tuple[Any, ...]:
+    """The query's algebra (Oxigraph's spargebra) as tagged tuples: `quanta.sparql.translate` reads them."""

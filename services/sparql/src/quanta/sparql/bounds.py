@@ -377,5 +377,5 @@ def _deep(call: Callable[[], T]) -> T:
         if isinstance(error, RecursionError):
             what = f"to be read in {RECURSION_LIMIT} nested calls (deep brackets, or long chains of patterns)"
         else:
-            what = "for a saved plan (expressions of more than 100 levels)"
+            what = "for a saved plan (operators and expressions past 100 levels)"
         raise QueryTooComplex(f"the query nests too deeply {what}", "QUANTA_MAX_QUERY_DEPTH") from None

@@ -52,8 +52,8 @@ class ErrorKind(Enum):
     TOO_MANY_QUERIES = ("too-many-queries", 429, "Too many queries running for this client", True)
     TOO_MANY_TASKS = ("too-many-tasks", 429, "This client holds its share of the task queue", True)
     INTERNAL = ("internal", 500, "Internal error")
-    # one quantum ran past the workers' stall limit (QUANTA_WORKER_STALL_S), or the query killed
-    # keys.MAX_DELIVERIES workers in turn: the query's doing, not the service's
+    # one quantum ran past the workers' stall limit (QUANTA_WORKER_STALL_S), or the query stalled
+    # keys.MAX_STALLS workers (or keys.MAX_VANISHED of its workers died) in turn: the query's doing
     STALLED = ("stall-limit", 422, "One quantum of the query ran past the workers' stall limit")
     DEAD_LETTER = ("dead-letter", 422, "The query stopped every worker that ran it")
     QUEUE_FULL = ("queue-full", 503, "The query queue is full", True)

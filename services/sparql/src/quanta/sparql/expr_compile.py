@@ -81,7 +81,10 @@ class _Decoder:
     LIMIT = 200_000
 
     def __init__(self, terms: TermTable) -> None:
-        self.terms = terms
+        # Weakly: `_decoders` holds this decoder while its table lives, and a strong reference
+        # back made every table immortal (a client-side BIND's replaced tables, megabytes of
+        # computed terms each, stayed for good). The table's expressions hold the table.
+        self.terms: TermTable = weakref.proxy(terms)
         self.values: dict[int, Value] = {}
         self.ids: dict[tuple[str, ...], int] = {}
 

@@ -1,23 +1,28 @@
-"""REGEX and REPLACE: XPath regular expressions (F&O 7.6) on a linear-time engine.
+"""REGEX and REPLACE: XPath regular expressions (F&O 7.6), translated once to
+the syntax of Rust's `regex` crate and run by the native core
+(`quanta.native._core.Regex`) on one of two engines.
 
-Patterns are translated to the syntax of Rust's `regex` crate and run by the
-native core (`quanta.native._core.Regex`): finite automata, so no pattern
-backtracks exponentially (`^(a+)+$` on 40 `a`s and a `!` takes microseconds,
-where Python's re took hours), and long inputs are matched without the GIL.
-The translation refuses, as an evaluation error, the XPath features the
-engine lacks or that are not supported: back-references (\\1: no linear
-engine has them), character class subtraction, \\i and \\c, Unicode blocks
-but IsBasicLatin and IsLatin-1Supplement. A pattern that compiles to more
-than the engine's size limit is refused with ExpressionLimit (a 422).
+A pattern without back-references runs on finite automata, linear in its
+input: no pattern backtracks exponentially (`^(a+)+$` on 40 `a`s and a `!`
+takes microseconds, where Python's re took hours), and long inputs are
+matched without the GIL. A pattern with back-references (\\1), which no
+linear engine runs, runs on a backtracking engine (`fancy-regex`) under a
+budget (src/regexp.rs): 50,000 backtracks a search, inputs of at most 1,024
+bytes, 100 ms for all of one REPLACE's searches; past it the query fails
+with ExpressionLimit (a 422 `expression-limit`), never a silently false
+FILTER. The translation refuses, as an evaluation error, the XPath features
+that are not supported: character class subtraction, \\i and \\c, Unicode
+blocks but IsBasicLatin and IsLatin-1Supplement. A pattern that compiles to
+more than the engine's size limit is refused with ExpressionLimit too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from quanta.native._core import Regex, RegexTooBig
+from quanta.native._core import Regex, RegexBudgetExceeded, RegexTooBig
 from quanta.sparql.expr_values import (
     MAX_LITERAL_CHARS,
     ExprError,
@@ -52,14 +57,18 @@ _ESCAPES = {
 }
 
 
-def _translate(pattern: str, dot_all: bool, multiline: bool, extended: bool) -> str:
-    """XPath regex syntax to the engine's: `.` excludes \\r as well as \\n, `$`
-    without the m flag matches only at the very end, \\s is XML's four
-    spaces, and the x flag drops whitespace outside character classes.
-    Classes nest in the engine's syntax, so an escape is the same inside a
-    class and out."""
+def _translate(pattern: str, dot_all: bool, multiline: bool, extended: bool) -> tuple[str, bool]:
+    """XPath regex syntax to the engine's, and whether it has back-references:
+    `.` excludes \\r as well as \\n, `$` without the m flag matches only at
+    the very end, \\s is XML's four spaces, and the x flag drops whitespace
+    outside character classes. Classes nest in the engine's syntax, so an
+    escape is the same inside a class and out. A back-reference \\N takes
+    further digits while they name a group opened before it, must follow its
+    group's closing parenthesis, and matches the empty string when its group
+    took no part in the match (`(?(N)\\N)`)."""
     out: list[str] = []
     i, n, in_class = 0, len(pattern), False
+    opened, open_groups, closed, backrefs = 0, list[int](), set[int](), False
     while i < n:
         c = pattern[i]
         i += 1
@@ -84,7 +93,15 @@ def _translate(pattern: str, dot_all: bool, multiline: bool, extended: bool) -> 
             elif d in "iIcC":
                 raise ExprError("XML name classes are not supported")
             elif "1" <= d <= "9":
-                raise ExprError("back-references are not supported (the engine runs in linear time)")
+                if in_class:
+                    raise ExprError("a back-reference in a character class")
+                number = int(d)
+                while i < n and "0" <= pattern[i] <= "9" and number * 10 + int(pattern[i]) <= opened:
+                    number, i = number * 10 + int(pattern[i]), i + 1
+                if number not in closed:
+                    raise ExprError("a back-reference to a group not closed before it")
+                out.append(f"(?({number})\\{number})")
+                backrefs = True
             else:
                 out.append("\\" + d)
         elif in_class:
@@ -113,16 +130,48 @@ def _translate(pattern: str, dot_all: bool, multiline: bool, extended: bool) -> 
             if not pattern.startswith("?:", i):
                 raise ExprError("unsupported group syntax")
             out.append("(?:")
+            open_groups.append(0)
             i += 2
+        elif c == "(":
+            opened += 1
+            open_groups.append(opened)
+            out.append(c)
+        elif c == ")":
+            if open_groups:  # else unbalanced: the engine refuses it
+                closed.add(open_groups.pop())
+            out.append(c)
         else:
             out.append(c)
     if in_class:
         raise ExprError("unterminated character class")
-    return "".join(out)
+    return "".join(out), backrefs
+
+
+class Backtracking:
+    """A pattern with back-references (the backtracking engine): a search past
+    the engine's budget fails the query with ExpressionLimit."""
+
+    __slots__ = ("groups", "regex")
+
+    def __init__(self, regex: Regex) -> None:
+        self.regex = regex
+        self.groups = regex.groups
+
+    def search(self, text: str) -> bool:
+        try:
+            return self.regex.search(text)
+        except RegexBudgetExceeded as error:
+            raise ExpressionLimit(f"REGEX: {error}") from None
+
+    def replace(self, text: str, parts: Sequence[str | int], max_bytes: int) -> str | None:
+        try:
+            return self.regex.replace(text, parts, max_bytes)
+        except RegexBudgetExceeded as error:
+            raise ExpressionLimit(f"REPLACE: {error}") from None
 
 
 @lru_cache(maxsize=64)  # at most 64 x 2 MiB of compiled patterns (src/regexp.rs)
-def compile_regex(pattern: str, flags: str) -> Regex | None:
+def compile_regex(pattern: str, flags: str) -> Regex | Backtracking | None:
     """The compiled pattern, or None if the pattern or flags are invalid or
     unsupported; ExpressionLimit if it compiles past the engine's size limit."""
     prefix = ""
@@ -146,14 +195,17 @@ def compile_regex(pattern: str, flags: str) -> Regex | None:
         if literal:
             escaped = "".join("\\" + c if c in _META else c for c in pattern)
             return Regex(("(?i)" if "(?i)" in prefix else "") + escaped)
-        return Regex(prefix + _translate(pattern, dot_all, multiline, extended))
+        translated, backrefs = _translate(pattern, dot_all, multiline, extended)
+        if backrefs:
+            return Backtracking(Regex(prefix + translated, backtracking=True))
+        return Regex(prefix + translated)
     except RegexTooBig as error:
         raise ExpressionLimit(f"a regular expression too large to run: {error}") from None
     except (ValueError, ExprError):
         return None
 
 
-def regex_of(pattern: Value, flags: Value | None) -> Regex:
+def regex_of(pattern: Value, flags: Value | None) -> Regex | Backtracking:
     compiled = compile_regex(simple_arg(pattern).lex, "" if flags is None else simple_arg(flags).lex)
     if compiled is None:
         raise ExprError("invalid regular expression")
@@ -194,7 +246,7 @@ def parse_replacement(text: str, groups: int) -> list[str | int]:
     return [p for p in parts if p != ""]
 
 
-def replace_with(compiled: Regex, replacement: str) -> Callable[[Value], Lit]:
+def replace_with(compiled: Regex | Backtracking, replacement: str) -> Callable[[Value], Lit]:
     """REPLACE for a known pattern and replacement, keeping the input's tag.
     The engine stops building the result past the limit (a replacement
     like "$1$1$1$1" multiplies its input)."""

@@ -101,8 +101,13 @@ def json_bindings(head: Sequence[str], rows: Iterable[Row]) -> list[dict[str, di
     return [{var: json_term(t) for var, t in zip(head, row, strict=True) if t is not None} for row in rows]
 
 
-@lru_cache(maxsize=65536)
-def _json_term_text(term: str) -> str:
+CACHED_CHARS = 4096
+"""The writers cache each term's text (pages repeat terms), but not that of a longer term
+(a computed literal may have a million characters): 65,536 of those, key and text, held for
+good, could be gigabytes (a CSV answer of 512 Ki-character literals kept 260 MB of them)."""
+
+
+def _json_term_write(term: str) -> str:
     """`json_term` as compact JSON text (what json.dumps writes, a few times faster)."""
     if term.startswith('"'):
         lexical, lang, datatype = split_literal(term)
@@ -117,9 +122,17 @@ def _json_term_text(term: str) -> str:
     return '{"type":"uri","value":' + _quote(term) + "}"
 
 
+_json_term_text = lru_cache(maxsize=65536)(_json_term_write)
+
+
 def _json_rows(keys: Sequence[str], rows: Iterable[Row]) -> str:
-    encode = _json_term_text
-    objects = [",".join([k + encode(t) for k, t in zip(keys, row, strict=False) if t is not None]) for row in rows]
+    encode, write, most = _json_term_text, _json_term_write, CACHED_CHARS
+    objects = [
+        ",".join(
+            [k + (encode(t) if len(t) <= most else write(t)) for k, t in zip(keys, row, strict=False) if t is not None]
+        )
+        for row in rows
+    ]
     return ",".join(["{" + members + "}" for members in objects])
 
 
@@ -247,11 +260,13 @@ def plain_term(term: str) -> str:
 _CSV_QUOTED = re.compile(r'[,"\r\n]')
 
 
-@lru_cache(maxsize=65536)
-def _csv_cell(term: str) -> str:
-    """A term as a CSV cell, quoted as the csv module quotes (QUOTE_MINIMAL); cached: pages repeat terms."""
+def _csv_write(term: str) -> str:
+    """A term as a CSV cell, quoted as the csv module quotes (QUOTE_MINIMAL)."""
     text = plain_term(term)
     return '"' + text.replace('"', '""') + '"' if _CSV_QUOTED.search(text) else text
+
+
+_csv_cell = lru_cache(maxsize=65536)(_csv_write)  # up to CACHED_CHARS
 
 
 class Csv:
@@ -266,8 +281,8 @@ class Csv:
         return self._line(variables)
 
     def rows(self, rows: Iterable[Row]) -> str:
-        cell = _csv_cell
-        lines = [",".join(["" if t is None else cell(t) for t in row]) for row in rows]
+        cell, write, most = _csv_cell, _csv_write, CACHED_CHARS
+        lines = [",".join(["" if t is None else cell(t) if len(t) <= most else write(t) for t in row]) for row in rows]
         # The csv module writes a lone empty cell as "" (an empty line would be no row at all).
         return "".join(line + "\r\n" if line else '""\r\n' for line in lines)
 
@@ -278,7 +293,7 @@ class Csv:
         return self._line(["_askResult"]) + self._line(["true" if value else "false"])
 
 
-_tsv_term = lru_cache(maxsize=65536)(nt_term)  # pages repeat terms
+_tsv_term = lru_cache(maxsize=65536)(nt_term)  # up to CACHED_CHARS
 
 
 class Tsv:
@@ -288,8 +303,11 @@ class Tsv:
         return "\t".join(f"?{v}" for v in variables) + "\n"
 
     def rows(self, rows: Iterable[Row]) -> str:
-        term = _tsv_term
-        return "".join("\t".join(["" if t is None else term(t) for t in row]) + "\n" for row in rows)
+        term, write, most = _tsv_term, nt_term, CACHED_CHARS
+        return "".join(
+            "\t".join(["" if t is None else term(t) if len(t) <= most else write(t) for t in row]) + "\n"
+            for row in rows
+        )
 
     def end(self) -> str:
         return ""

@@ -30,6 +30,7 @@ from quanta.worker.consumer import Consumer
 from quanta.worker.health import Health
 from quanta.worker.health import serve as serve_health
 from quanta.worker.runner import Runner
+from quanta.worker.stalls import StallRecorder
 
 log = logging.getLogger("quanta.worker")
 
@@ -70,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     except CatalogError as e:
         print(f"quanta worker: {e}", file=sys.stderr)
         return 2
+    stall = settings.stall_limit_s(datasets.values())
+    # Counts a stall against its task when the worker cannot (stuck in C code): a process of its own,
+    # forked now, while this one has a single thread and no Redis connection.
+    recorder = StallRecorder(settings.redis) if stall is not None else None
     health = Health(settings.liveness_timeout_s)
     if settings.metrics_port:
         serve_health(health, settings.metrics_host, settings.metrics_port)  # live while the datasets open
@@ -86,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
         break
     gc.freeze()  # what start-up built lives as long as the process: keep collections off it
     idle = settings.reclaim_after_ms(datasets.values())
-    stall = settings.stall_limit_s(datasets.values())
-    runner = Runner(datasets, stores, client, settings.name, graphs, stall_s=stall)
+    runner = Runner(datasets, stores, client, settings.name, graphs, stall_s=stall, recorder=recorder)
     consumer = Consumer(
         client, runner, settings.name, reclaim_idle_ms=idle, block_ms=int(BLOCK_S * 1000), health=health
     )
@@ -107,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
         "worker serving",
         extra={"worker": settings.name, "datasets": sorted(datasets), "stall_s": stall, "reclaim_idle_ms": idle},
     )
-    consumer.serve()
+    try:
+        consumer.serve()
+    finally:
+        if recorder is not None:
+            recorder.close()
     if consumer.stalled and not terminated:
         return restart_in_place(settings.name)
     log.info("worker stopped", extra={"worker": settings.name})

@@ -4,8 +4,10 @@ A task stays pending until its reply is written, so a task whose worker
 died (or was stuck, and was ended by the runner's watchdog) is reclaimed
 (XAUTOCLAIM) by another worker after `reclaim_idle_ms` and run again: safe,
 since the data is read-only and a task carries all its input. A task that
-already took MAX_DELIVERIES workers down is not run again: it goes to the
-dead-letter stream and its client gets an error naming what happened.
+already stalled MAX_STALLS workers (counted by their stall recorders), or
+whose workers vanished MAX_VANISHED times without a stall (crashed, killed),
+is not run again: it goes to the dead-letter stream and its client gets an
+error naming what happened.
 """
 
 from __future__ import annotations
@@ -125,10 +127,16 @@ class Consumer:
             metrics.RECLAIMED.inc()
             pending: Any = self.redis.xpending_range(keys.TASKS, keys.GROUP, min=entry_id, max=entry_id, count=1)
             deliveries = int(pending[0]["times_delivered"]) if pending else 1
-            if deliveries > keys.MAX_DELIVERIES:
-                self.dead_letter(entry_id, fields, deliveries)
+            task_id = q.Task.FromString(fields[b"task"]).id
+            lost = deliveries - 1  # every earlier delivery: none was answered
+            stalled = min(lost, int(self.redis.get(keys.stalls(task_id)) or 0)) if task_id else 0
+            if stalled >= keys.MAX_STALLS or lost - stalled >= keys.MAX_VANISHED:
+                self.dead_letter(entry_id, fields, stalled, lost - stalled)
             else:
-                log.warning("reclaimed task %s (delivery %d)", entry_id.decode(), deliveries)
+                log.warning(
+                    "reclaimed task %s (delivery %d: %d stalled, %d vanished)",
+                    entry_id.decode(), deliveries, stalled, lost - stalled,
+                )  # fmt: skip
                 taken.append((entry_id, fields))
         return taken
 
@@ -167,24 +175,30 @@ class Consumer:
         pipe.expire(task.reply_to, keys.REPLY_TTL_S)
         pipe.xack(keys.TASKS, keys.GROUP, entry_id)
         pipe.xdel(keys.TASKS, entry_id)
+        if task.id:
+            pipe.delete(keys.stalls(task.id))  # a watched block ended late (on a busy machine) may have left one
         if read_next:
             self._xreadgroup(pipe)
         answers = pipe.execute()
         return _entries(answers[-1]) if read_next else []  # the last command's: XREADGROUP
 
-    def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], deliveries: int) -> None:
+    def dead_letter(self, entry_id: bytes, fields: dict[bytes, bytes], stalled: int, vanished: int) -> None:
         task = q.Task.FromString(fields[b"task"])
-        log.error("task %s failed %d times: dead-lettered", task.id, deliveries)
+        log.error("task %s stalled %d workers, %d vanished: dead-lettered", task.id, stalled, vanished)
         metrics.DEAD_LETTERS.inc()
         self.redis.xadd(
             keys.DEAD_LETTERS,
-            {"task": fields[b"task"], "deliveries": deliveries, "worker": self.name},
+            {"task": fields[b"task"], "stalled": stalled, "vanished": vanished, "worker": self.name},
             maxlen=keys.DEAD_LETTERS_MAXLEN,
             approximate=True,
         )
-        stall = self.runner.stall_s
-        how = f" or stuck past the stall limit of {stall:g} s" if stall is not None else ""
-        message = f"{deliveries - 1} workers in turn died running this query (crashed{how}): it is not run again"
+        if stalled >= keys.MAX_STALLS:
+            stall = self.runner.stall_s
+            limit = f" of {stall:g} s" if stall is not None else ""
+            what = f"{stalled} workers in turn were stuck past the stall limit{limit} running this query"
+        else:
+            what = f"{vanished} workers in turn died running this query (crashed, or were killed)"
+        message = f"{what}: it is not run again"
         self.finish(entry_id, task, error(task, ErrorKind.DEAD_LETTER, message))
 
 

@@ -32,6 +32,7 @@ from quanta.sparql.errors import (
     UnsupportedQuery,
 )
 from quanta.worker.config import STALL_GRACE_S
+from quanta.worker.stalls import StallRecorder
 
 log = logging.getLogger("quanta.worker")
 
@@ -50,6 +51,7 @@ class Runner:
         name: str,
         graphs: Mapping[str, Mapping[str, TripleStore]] | None = None,
         stall_s: float | None = None,
+        recorder: StallRecorder | None = None,
     ):
         self.datasets = datasets
         self.stores = stores  # each dataset's default graph
@@ -57,6 +59,7 @@ class Runner:
         self.redis = client
         self.name = name
         self.stall_s = stall_s  # the watchdog's limit on one task's engine work (None: none)
+        self.recorder = recorder  # counts a stall against the task before faulthandler ends the worker
 
     def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
         started = time.time()
@@ -66,7 +69,7 @@ class Runner:
                 raise UnknownDataset(f"no dataset named {task.dataset!r}")
             store = self.store(dataset, task.graph)
             saved = self._saved(task)  # Redis's wait is bounded by its own timeout: not the watchdog's
-            with watchdog(None if dataset.quantum_ms == math.inf else self.stall_s, task.id):
+            with watchdog(None if dataset.quantum_ms == math.inf else self.stall_s, task.id, self.recorder):
                 page = self._execute(task, dataset, store, saved)
                 reply = self._reply(task, page)
         except QuantaError as e:
@@ -157,7 +160,7 @@ class WorkerStalled(BaseException):
 
 
 @contextlib.contextmanager
-def watchdog(seconds: float | None, task_id: str = "") -> Iterator[None]:
+def watchdog(seconds: float | None, task_id: str = "", recorder: StallRecorder | None = None) -> Iterator[None]:
     """Stop the block if it runs for `seconds` (None: no limit), with two hands, since no single
     one both always fires and is safe:
 
@@ -169,15 +172,18 @@ def watchdog(seconds: float | None, task_id: str = "") -> Iterator[None]:
       holds the GIL and never looks at signals (native code, some builtins), where neither that
       handler nor SIGTERM's nor another thread can run: STALL_GRACE_S later, it prints every
       thread's stack on stderr and ends the process with status 1. The task stays pending, another
-      worker reclaims it, and the delivery count sets aside a task that does it again. (It reads
-      the frames without the GIL: safe while they are frozen, as here; alone, it raced a main
-      thread running Python and once crashed the process with SIGSEGV.)"""
+      worker reclaims it, and the task's count of stalls sets aside a task that does it again.
+      (It reads the frames without the GIL: safe while they are frozen, as here; alone, it raced a
+      main thread running Python and once crashed the process with SIGSEGV.) That count is the
+      `recorder`'s (quanta.worker.stalls), a process of its own: this one can run nothing then."""
     if seconds is None:
         yield
         return
     if signal.getsignal(signal.SIGALRM) is not _stalled:
         signal.signal(signal.SIGALRM, _stalled)
     _watched.task, _watched.seconds, _watched.armed = task_id, seconds, True
+    if recorder is not None and task_id:
+        recorder.arm(task_id, seconds)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     faulthandler.dump_traceback_later(seconds + STALL_GRACE_S, exit=True)
     try:
@@ -186,6 +192,8 @@ def watchdog(seconds: float | None, task_id: str = "") -> Iterator[None]:
         _watched.armed = False  # first: a SIGALRM already on its way is ignored
         signal.setitimer(signal.ITIMER_REAL, 0)
         faulthandler.cancel_dump_traceback_later()
+        if recorder is not None and task_id:
+            recorder.disarm()
 
 
 class _Watched:

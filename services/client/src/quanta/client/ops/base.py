@@ -5,6 +5,9 @@ dictionary-syntax term or None (unbound). Operators hand rows on in
 batches (a server page is one), and give the event loop back at least every
 `Budgets.yield_rows` rows of their own work and every SLICE_S seconds of it
 (`Pacer`): the gateway runs many queries, and answers its probes, in one loop.
+A batch is bounded in bytes too: a server page is cut into slices of about
+`Budgets.batch_bytes`, and an operator that builds terms (BIND) hands its rows
+on once it has built that many characters.
 """
 
 from __future__ import annotations
@@ -85,11 +88,20 @@ class Pacer:
         self.since = time.perf_counter()
 
     async def tick(self, work: int = 1) -> None:
+        if self.due(work):
+            await self.rest()
+
+    def due(self, work: int = 1) -> bool:
+        """Count `work`; whether the loop is due back (an operator that builds a batch
+        row by row hands on what it has, then `rest`s)."""
         self.done += work
-        if self.done >= self.every or time.perf_counter() - self.since >= SLICE_S:
-            self.done = 0
-            await asyncio.sleep(0)
-            self.since = time.perf_counter()
+        return self.done >= self.every or time.perf_counter() - self.since >= SLICE_S
+
+    async def rest(self) -> None:
+        """Hand the loop back (one turn), and start counting again."""
+        self.done = 0
+        await asyncio.sleep(0)
+        self.since = time.perf_counter()
 
 
 async def collect(op: Op, ctx: Context) -> Batch:

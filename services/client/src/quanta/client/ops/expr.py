@@ -30,6 +30,21 @@ TABLE_LIMIT = 100_000  # terms a table holds before it is replaced
 TABLE_CHARS = 4 << 20  # or characters (a computed term may have a million: MAX_LITERAL_CHARS)
 
 
+class _Scope:
+    """What `expressions.to_proto` asks: slots of variables, ids of constants. At module level:
+    a class made per compile is a reference cycle (its methods held the table), so a replaced
+    table (megabytes of computed terms) waited for the cyclic collector."""
+
+    def __init__(self, table: TermTable, slot_of: Callable[[Variable], int | None]) -> None:
+        self.table, self.slot_of = table, slot_of
+
+    def slot(self, var: Variable) -> int | None:
+        return self.slot_of(var)
+
+    def term(self, node: Node) -> int:
+        return self.table.intern_node(node)
+
+
 class ClientExpr:
     """An expression over rows of terms: `test(row)` (FILTER: its effective
     boolean value, an error is false) and `value(row)` (BIND: a term, None
@@ -40,17 +55,8 @@ class ClientExpr:
         self._compile()
 
     def _compile(self) -> None:
-        self.table = TermTable(None)
-        table, slot_of = self.table, self.slot_of
-
-        class Scope:
-            def slot(self, var: Variable) -> int | None:
-                return slot_of(var)
-
-            def term(self, node: Node) -> int:
-                return table.intern_node(node)
-
-        proto = expressions.to_proto(self.expr, Scope(), self.base)
+        self.table = table = TermTable(None)
+        proto = expressions.to_proto(self.expr, _Scope(table, self.slot_of), self.base)
         self.reads = sorted(expressions.variables(proto))
         self._test = expressions.compile_test(proto, table)
         self._value = expressions.compile_value(proto, table)
@@ -89,9 +95,17 @@ class Filter(Op):
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
+        tests = self.tests
         async for batch in self.child.run(ctx):
-            await pacer.tick(len(batch))
-            yield [row for row in batch if all(t.test(row) for t in self.tests)]
+            out: Batch = []
+            for row in batch:
+                if all(t.test(row) for t in tests):
+                    out.append(row)
+                if pacer.due():  # a test's cost varies (a REGEX over a long literal): a slice of time
+                    yield out
+                    out = []
+                    await pacer.rest()
+            yield out
 
 
 class Extend(Op):
@@ -108,11 +122,23 @@ class Extend(Op):
         return f"Extend slot {self.slot} = {self.expr.expr}"
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
-        pacer = Pacer(ctx.budgets.yield_rows)
+        """The rows handed on once `batch_bytes` characters of values are built, or
+        the Pacer is due: a row's value may be a million characters."""
+        pacer, most = Pacer(ctx.budgets.yield_rows), ctx.budgets.batch_bytes
         slot, value = self.slot, self.expr.value
         async for batch in self.child.run(ctx):
-            await pacer.tick(len(batch))
-            yield [with_cell(row, slot, value(row)) for row in batch]
+            out: Batch = []
+            built = 0
+            for row in batch:
+                term = value(row)
+                out.append(with_cell(row, slot, term))
+                if term is not None:
+                    built += len(term)
+                if pacer.due() or built >= most:
+                    yield out
+                    out, built = [], 0
+                    await pacer.rest()
+            yield out
 
 
 class Generate(Op):

@@ -84,11 +84,16 @@ class Columns:
 
 async def fetch(ctx: Context, source: Source, text: str, columns: Columns) -> AsyncGenerator[Batch, None]:
     """Every page of one server query, as rows (stops sending when the consumer
-    stops), in batches of `yield_rows` at most: a page may hold 100,000 rows,
-    and what comes after works batch by batch between turns of the event loop."""
+    stops), in batches of `yield_rows` at most and about `batch_bytes` (the
+    page's bytes shared evenly by its rows): a page may hold 100,000 rows, or
+    a few of a million characters, and what comes after works batch by batch
+    between turns of the event loop."""
     request = SubRequest(ctx.dataset, source.graph, text)
-    size = ctx.budgets.yield_rows
+    budgets = ctx.budgets
     async for page in ctx.requester.pages(request):
+        size = budgets.yield_rows
+        if page.bytes > budgets.batch_bytes:
+            size = max(1, min(size, len(page.rows) * budgets.batch_bytes // page.bytes))
         if len(page.rows) <= size:
             yield columns.rows(page.variables, page.rows)
             continue

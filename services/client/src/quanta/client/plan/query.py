@@ -62,9 +62,15 @@ class QueryPlan:
 
 
 async def plan_query(
-    text: str, spec: DatasetSpec, context: Context, transport: Transport, *, strategy: str = "auto"
+    text: str,
+    spec: DatasetSpec,
+    context: Context,
+    transport: Transport,
+    *,
+    strategy: str = "auto",
+    base: str | None = None,
 ) -> QueryPlan:
-    query = await parse_query(text)
+    query = await parse_query(text, base)
     algebra = query.algebra
     form = FORMS[algebra.name]
     _check_services(algebra.p, context)

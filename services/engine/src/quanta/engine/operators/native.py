@@ -121,14 +121,15 @@ class NativeChain(Operator):
         size = self.batch
         demand = self.demand
         while True:
+            step = size  # what the demand leaves of it: a page that wants one row gets one, and grows again
             if demand is not None:
                 wanted = demand()
                 if wanted is not None:
-                    size = max(1, min(size, wanted))
+                    step = max(1, min(size, wanted))
             start = pipeline.state()
             before = len(into) if into is not None else 0
             left = quantum.deadline - perf_counter() if native_clock else None
-            rows, status = pipeline.run(mu, size, quantum, QuantumExpired, left, CHECK_EVERY, into)
+            rows, status = pipeline.run(mu, step, quantum, QuantumExpired, left, CHECK_EVERY, into)
             if len(rows) > before:
                 yield start, rows
             if status == EXPIRED:

@@ -58,7 +58,7 @@ class Compiler:
         return slot
 
     def term(self, node: Node) -> int:
-        return self.terms.intern(from_rdflib(self.parsed.constant(node)))
+        return self.terms.intern(from_rdflib(node))
 
     # -- query forms and modifiers --
 
@@ -81,7 +81,12 @@ class Compiler:
             root = Slice(self.ctx, root, skip, limit)
         slots = [self.slot(var) for var in projection]
         self.ctx.width = len(self.names)
-        return Plan.compiled(self.ctx, root, self.names, slots, form)
+        plan = Plan.compiled(self.ctx, root, self.names, slots, form)
+        if _nesting(query.p) > CHECKED_NESTING:
+            # protobuf decodes 100 levels: a plan nested deeper would save and never resume
+            # (DecodeError: `bounds` makes it query-too-complex, before any result)
+            pb.PhysicalPlan.FromString(plan.description)
+        return plan
 
     # -- graph patterns --
 
@@ -227,6 +232,23 @@ def in_scope(node: Any) -> set[Node]:
     if "p" in node:
         return in_scope(node.p)
     return set(node.get("_vars") or ())
+
+
+# Algebra nested this deep (patterns and expressions) or less always fits a saved plan's 100 levels
+CHECKED_NESTING = 24
+
+
+def _nesting(node: Any) -> int:
+    """How deep patterns and expressions nest in an algebra tree."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):  # CompValue
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for k, v in value.items() if not k.startswith("_"))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth) for v in value)
+    return deepest
 
 
 def _union_branches(node: Any) -> list[Any]:

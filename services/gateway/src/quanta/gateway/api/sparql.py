@@ -125,8 +125,10 @@ async def _stream(
 ) -> Response:  # fmt: skip
     progress = Progress()
     try:
+        # relative IRIs resolve against the URL the query was sent to (RFC 3986's retrieval URI)
+        endpoint = description.origin(request.scope, services.settings.public_url) + request.url.path
         execution = await services.smart_client.prepare(
-            operation.query, _dataset_spec(dataset, operation), on_request=progress.on_request
+            operation.query, _dataset_spec(dataset, operation), on_request=progress.on_request, base=endpoint
         )
     except QueryError as error:
         metrics.SPARQL_QUERIES.labels("unknown", "failed").inc()
