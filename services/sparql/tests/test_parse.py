@@ -13,7 +13,7 @@ from rdflib.term import Literal, URIRef
 
 from quanta.sparql import bounds
 from quanta.sparql.errors import ParserBusy, QuerySyntaxError, QueryTooComplex
-from quanta.sparql.parse import bounded_async, parse
+from quanta.sparql.parse import INLINE_CHARS, bounded, bounded_async, parse
 
 
 def test_syntax_error_has_line_and_column() -> None:
@@ -199,7 +199,8 @@ def test_jobs_that_end_as_their_budget_runs_out_never_leave_a_thread_stuck() -> 
 def test_the_event_loop_runs_while_a_query_is_parsed() -> None:
     async def main() -> float:
         worst, last = 0.0, time.perf_counter()
-        task = asyncio.create_task(bounded_async(lambda: spin(0.5), "SELECT * {}"))
+        long_text = "SELECT * {}" + " " * INLINE_CHARS  # a short text is read in place
+        task = asyncio.create_task(bounded_async(lambda: spin(0.5), long_text))
         while not task.done():
             await asyncio.sleep(0.01)
             now = time.perf_counter()
@@ -237,3 +238,12 @@ def test_queries_parsed_at_once_on_several_threads_all_parse() -> None:
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_a_short_text_is_read_in_place_and_a_long_one_on_a_parse_thread() -> None:
+    """The hop to a parse thread (~0.2 ms) costs more than reading a short query."""
+    short = "SELECT * WHERE { ?s ?p ?o }"
+    assert bounded(threading.get_ident, short) == threading.get_ident()
+    assert bounded(threading.get_ident, short + " " * INLINE_CHARS) != threading.get_ident()
+    deep = "SELECT * WHERE " + "{ " * 20 + "?s ?p ?o " + "} " * 20  # short, but deeper than INLINE_DEPTH
+    assert bounded(threading.get_ident, deep) != threading.get_ident()

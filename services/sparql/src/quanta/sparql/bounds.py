@@ -120,8 +120,9 @@ _NOT_TEXT = re.compile(
 )
 
 
-def check(text: str, bounds: ParseLimits | None = None) -> None:
-    """Refuse, before any parser, a text past the limits or with what is not a character."""
+def check(text: str, bounds: ParseLimits | None = None) -> int:
+    """Refuse, before any parser, a text past the limits or with what is not a character;
+    the deepest nesting of brackets it has."""
     bounds = bounds or limits()
     bad = _NOT_TEXT.search(text)
     if bad is not None:
@@ -162,6 +163,7 @@ def check(text: str, bounds: ParseLimits | None = None) -> None:
             f" the limit is {bounds.max_operators} (QUANTA_MAX_QUERY_OPERATORS)",
             "QUANTA_MAX_QUERY_OPERATORS",
         )
+    return deepest
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:
@@ -366,6 +368,12 @@ def run(call: Callable[[], T]) -> T:
 async def run_async(call: Callable[[], T]) -> T:
     """`call()` on a parse thread under the parse budget; the event loop runs meanwhile."""
     return await asyncio.wrap_future(threads().submit(lambda: _deep(call), limits().budget_s))
+
+
+def in_place(call: Callable[[], T]) -> T:
+    """`call()` on the calling thread, its nesting errors the query's (as on a parse thread): for
+    texts whose reading is known to be short (`quanta.sparql.parse.INLINE_CHARS`)."""
+    return _deep(call)
 
 
 def _deep(call: Callable[[], T]) -> T:

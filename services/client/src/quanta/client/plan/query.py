@@ -31,8 +31,8 @@ from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import QueryError, Transport
-from quanta.sparql import bounds
 from quanta.sparql.errors import ErrorKind, QuantaError
+from quanta.sparql.parse import bounded_async
 from quanta.sparql.terms import from_rdflib
 
 if TYPE_CHECKING:
@@ -75,9 +75,9 @@ async def plan_query(
     form = FORMS[algebra.name]
     _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport)
-    # planning walks the tree as deep as parsing: on a parse thread too, in the same bounds
+    # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
     try:
-        return await bounds.run_async(lambda: _plan(query, form, dataset, sources, context, strategy))
+        return await bounded_async(lambda: _plan(query, form, dataset, sources, context, strategy), text, base)
     except QuantaError as error:
         raise query_error(error) from error
 
