@@ -22,12 +22,17 @@ from quanta.engine.operators.native import native_execution, nativize
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
-from quanta.sparql.errors import DatasetMismatch, InvalidPlan
+from quanta.sparql.errors import DatasetMismatch, InvalidPlan, PlanVersion
 from quanta.sparql.term_table import Mapping, TermTable
 
 MAX_POOLED_TERMS = 10_000  # computed terms a pooled plan may keep in memory
 MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a million)
 
+# The layout of saved plans this release writes, and those it reads (docs/saved-plan-format.md,
+# Compatibility): 0 is a plan saved before SavedPlan.format existed, in layout 1. A release that
+# changes an operator's state layout writes the next number, and reads the old ones or not.
+FORMAT = 1
+READABLE_FORMATS = frozenset({0, 1})
 SELECT = pb.QUERY_FORM_SELECT
 ASK = pb.QUERY_FORM_ASK
 
@@ -83,6 +88,7 @@ class Plan:
             plan=self.description,
             state=state,
             state_terms=saver.extra,
+            format=FORMAT,
         ).SerializeToString()
 
     @classmethod
@@ -96,6 +102,8 @@ class Plan:
             msg = pb.SavedPlan.FromString(data)
         except DecodeError as error:
             raise InvalidPlan(f"saved plan does not decode: {error}") from error
+        if msg.format not in READABLE_FORMATS:
+            raise PlanVersion(msg.format, READABLE_FORMATS)
         if msg.dataset.name != store.name or msg.dataset.version != store.version:
             raise DatasetMismatch(
                 f"{store.name} (build {store.version:016x})", f"{msg.dataset.name} (build {msg.dataset.version:016x})"

@@ -29,6 +29,7 @@ class ErrorKind(Enum):
     NOT_ACCEPTABLE = ("not-acceptable", 406, "None of the accepted media types can carry this query's results")
     DATASET_MISMATCH = ("dataset-mismatch", 409, "The saved plan belongs to another dataset or another build of it")
     PLAN_EXPIRED = ("plan-expired", 410, "The saved plan has expired")
+    PLAN_VERSION = ("plan-version", 409, "The saved plan is in a format this release does not read")
     BODY_TOO_LARGE = ("body-too-large", 413, "The request body is too large")
     QUERY_TOO_LONG = ("query-too-long", 413, "The query is too long")
     UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", 415, "The endpoint does not read this media type")
@@ -140,6 +141,17 @@ class InvalidPlan(QuantaError):
     """A saved plan that cannot be decoded or describes an impossible plan."""
 
     kind = ErrorKind.INVALID_PLAN
+
+
+class PlanVersion(QuantaError):
+    """A saved plan in a layout this release does not read (an older or newer release saved it)."""
+
+    kind = ErrorKind.PLAN_VERSION
+
+    def __init__(self, found: int, readable: frozenset[int]) -> None:
+        known = ", ".join(str(f) for f in sorted(readable))
+        super().__init__(f"saved plan is in format {found}; this release reads formats {known}: start the query again")
+        self.found = found
 
 
 class DatasetMismatch(QuantaError):
