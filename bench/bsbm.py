@@ -1,0 +1,1171 @@
+"""The Berlin SPARQL Benchmark with its own driver: quanta against Fuseki, Oxigraph and Virtuoso.
+
+Issue 20, part 1: quanta's `/sparql` against Apache Jena Fuseki, Oxigraph's server and Virtuoso
+on this machine, driven by BSBM's own test driver.
+
+    python bench/bsbm.py [--products 1k,10k] [--clients 1,4] [--systems quanta,fuseki,oxigraph,virtuoso]
+                         [--reference oxigraph] [--explore-runs 100] [--bi-runs 10] [--quick]
+
+For each scale: BSBM's generator (`benchmark.generator.Generator -pc N -s nt`, from Maven Central's
+`org.aksw.bsbm:bsbm-core` through scripts/bsbm.sh) writes the N-Triples dump and the driver's data;
+each system loads it with its own loader (quanta: `quanta load` to HDT; Fuseki: `tdb2.tdbloader`
+to a TDB2 database, or `--fuseki memory`; Oxigraph: `oxigraph load` to RocksDB; Virtuoso:
+`ld_dir` + `rdf_loader_run()` through isql) and serves it, all of them up at once. Then:
+
+1. qualification: the driver's qualification mode (`-q`, 15 query mixes, the default seed)
+   against every system, each compared with the reference's (`benchmark.qualification.
+   Qualification`): a query of quanta's whose answer differs from the reference's fails the run
+   (exit 1, results written to /tmp/quanta-bench/bsbm-failed.json, docs untouched); a peer's
+   differences are reported beside its figures;
+2. measurement: the driver's explore and business-intelligence mixes (`-ucf .../usecases/
+   explore/sparql.txt` and `.../businessIntelligence/sparql.txt`) at each client count (`-mt`),
+   against one system at a time, the systems' order rotating from one (use case, clients) pair
+   to the next: QMpH, per-query AQET, timeouts (`-t`), errors; the resident memory of each
+   server's processes sampled meanwhile (peak), and idle after loading and after the runs.
+
+Writes bench/results/bsbm.json, the `bsbm` block of docs/benchmarks.md and docs/img/bsbm.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import benchlib  # bench/, the script's own folder
+
+from quanta.common.local import free_port
+
+REPO = benchlib.REPO
+WORK = Path(tempfile.gettempdir()) / "quanta-bench" / "bsbm"
+BSBM_VERSION = os.environ.get("QUANTA_BSBM_VERSION", "3.1.10")
+OXIGRAPH_VERSION = os.environ.get("QUANTA_OXIGRAPH_VERSION", "0.5.13")
+JENA_VERSION = os.environ.get("QUANTA_JENA_VERSION", "5.2.0")
+SYSTEMS = ("quanta", "fuseki", "oxigraph", "virtuoso")
+USECASES = {"explore": "usecases/explore/sparql.txt", "bi": "usecases/businessIntelligence/sparql.txt"}
+USECASE_TITLE = {"explore": "Explore", "bi": "Business intelligence"}
+GRAPH = "http://bsbm.example/"  # Virtuoso's graph for the data (a query without FROM reads every graph)
+# the driver's messages for a query that failed (it goes on with the next)
+DRIVER_ERRORS = re.compile(r"Received error code|Query execution error|Could not connect|Could not read result")
+
+
+@dataclass
+class Server:
+    """A SPARQL endpoint on this machine: its URL, the root of its processes, how it was loaded."""
+
+    name: str
+    url: str
+    pid: int
+    load: dict[str, Any]
+    settings: str
+    memory: dict[str, Any] = field(default_factory=dict)
+
+
+STARTED = time.monotonic()
+
+
+def log(message: str) -> None:
+    """A progress line, with the time since the start."""
+    elapsed = int(time.monotonic() - STARTED)
+    print(f"[{elapsed // 60:02d}:{elapsed % 60:02d}] {message}", flush=True)
+
+
+# ---- tools -----------------------------------------------------------------------------------
+
+
+def helper(*args: str) -> str:
+    """What scripts/bsbm.sh or scripts/jena.sh prints (a path), or RuntimeError with its reason."""
+    done = subprocess.run([str(REPO / "scripts" / args[0]), *args[1:]], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()[-400:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def measure(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Wall time and peak resident memory of a command (GNU time: this process's own peak is not
+    inherited at exec as ru_maxrss would be); its stdout. RuntimeError if it fails."""
+    report = WORK / "time.txt"
+    timed = os.access("/usr/bin/time", os.X_OK)
+    full = ["/usr/bin/time", "-f", "%e %M", "-o", str(report), *cmd] if timed else cmd
+    started = time.perf_counter()
+    done = subprocess.run(full, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed ({done.returncode}): {done.stderr[-1000:]}")
+    peak = None
+    if timed:
+        elapsed, max_kb = report.read_text().split()[-2:]
+        wall, peak = float(elapsed), int(max_kb) * 1024
+    return {"seconds": round(wall, 2), "peak_rss_bytes": peak, "stdout": done.stdout}
+
+
+def tree(root: int) -> list[int]:
+    """`root` and its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def memory(root: int) -> dict[str, int]:
+    """Resident (RSS) and proportional (PSS: a page shared by n processes counts 1/n) bytes of a
+    process tree, and the sum of each process's own peak RSS (VmHWM)."""
+    rss = pss = hwm = 0
+    for pid in tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1]) * 1024
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    hwm += int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            continue
+    return {"rss_bytes": rss, "pss_bytes": pss, "hwm_bytes": hwm}
+
+
+class Sampler:
+    """The largest RSS and PSS of each server's processes, sampled every `interval` seconds."""
+
+    def __init__(self, servers: list[Server], interval: float = 0.5) -> None:
+        self.servers, self.interval = servers, interval
+        self.peak: dict[str, dict[str, int]] = {s.name: {"rss_bytes": 0, "pss_bytes": 0} for s in servers}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.wait(self.interval):
+            for server in self.servers:
+                now = memory(server.pid)
+                for key in ("rss_bytes", "pss_bytes"):
+                    self.peak[server.name][key] = max(self.peak[server.name][key], now[key])
+
+    def __enter__(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def wait_sparql(url: str, process: subprocess.Popen[bytes], timeout: float = 600) -> None:
+    """Until `url` answers `ASK {}`; RuntimeError if the process exits or the time runs out."""
+    deadline = time.monotonic() + timeout
+    query = url + "?" + urllib.parse.urlencode({"query": "ASK {}"})
+    while True:
+        try:
+            request = urllib.request.Request(query, headers={"Accept": "application/sparql-results+xml"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if response.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited ({process.returncode})")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url}: no answer after {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+@contextmanager
+def running(command: list[str], log: Path, **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process, its output to `log`, stopped (then killed) on the way out."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, **kwargs)
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def du(path: Path) -> int:
+    """Bytes on disk of the files under `path` (or of the file): blocks, since TDB2's files are sparse."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_blocks * 512 for p in files)
+
+
+# ---- the systems -----------------------------------------------------------------------------
+
+
+def start_quanta(stack: ExitStack, data: Path, out: Path, args: argparse.Namespace) -> Server:
+    hdt = out / "bsbm.hdt"
+    m = measure([sys.executable, "-m", "quanta.cli.main", "load", str(data / "dataset.nt"), "-o", str(hdt)])
+    summary = json.loads(m.pop("stdout"))
+    load = {
+        **m,
+        "loader": "quanta load (N-Triples to HDT + side index)",
+        "store_bytes": summary["hdt_bytes"] + summary["index_bytes"],
+        # its reader and the converter run at once: their sum, as the loader measures it
+        "peak_rss_bytes": summary["peak_memory_bytes"],
+        "largest_process_rss_bytes": m["peak_rss_bytes"],
+    }
+    port = free_port()
+    env = {
+        **os.environ,
+        "QUANTA_DEV": "1",
+        "QUANTA_SPARQL_QUERY_RATE": "0",
+        "QUANTA_SPARQL_MAX_QUERIES": "0",
+        "QUANTA_RATE_LIMIT": "0",
+        "QUANTA_MAX_CLIENT_TASKS": "1000000",
+        "QUANTA_ACCESS_LOG": "0",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "quanta.cli.main",
+        "up",
+        "--port",
+        str(port),
+        "--workers",
+        str(args.workers),
+        "--quantum-ms",
+        str(args.quantum_ms),
+        "--dataset",
+        f"bsbm={hdt}",
+    ]
+    process = stack.enter_context(running(command, out / "quanta.log", env=env))
+    url = f"http://127.0.0.1:{port}/sparql/bsbm"
+    wait_sparql(url, process, timeout=300)
+    settings = (
+        f"`quanta up`, {args.workers} workers, {args.quantum_ms:g} ms quantum, the HDT file memory-mapped "
+        "(no memory setting); the per-client limits of `/sparql` lifted (every driver client is 127.0.0.1)"
+    )
+    return Server("quanta", url, process.pid, load, settings)
+
+
+def start_fuseki(stack: ExitStack, data: Path, out: Path, args: argparse.Namespace) -> Server:
+    jar = helper("jena.sh")
+    port = free_port()
+    heap = f"-Xmx{args.fuseki_heap}"
+    if args.fuseki == "tdb2":
+        db = out / "fuseki-tdb2"
+        shutil.rmtree(db, ignore_errors=True)
+        m = measure(["java", heap, "-cp", jar, "tdb2.tdbloader", "--loc", str(db), str(data / "dataset.nt")])
+        m.pop("stdout")
+        load = {**m, "loader": "tdb2.tdbloader (default loader) to a TDB2 database", "store_bytes": du(db)}
+        command = ["java", heap, "-jar", jar, "--port", str(port), f"--loc={db}", "/bsbm"]
+        settings = f"Fuseki {JENA_VERSION}, TDB2 database (memory-mapped files), JVM heap {heap}"
+    else:
+        load = {"loader": "Fuseki --file (in memory, at start)", "store_bytes": None}
+        command = ["java", heap, "-jar", jar, "--port", str(port), f"--file={data / 'dataset.nt'}", "/bsbm"]
+        settings = f"Fuseki {JENA_VERSION}, dataset in memory, JVM heap {heap}"
+    started = time.perf_counter()
+    process = stack.enter_context(running(command, out / "fuseki.log"))
+    url = f"http://127.0.0.1:{port}/bsbm/sparql"
+    wait_sparql(url, process)
+    if args.fuseki == "memory":
+        load |= {"seconds": round(time.perf_counter() - started, 2), "peak_rss_bytes": memory(process.pid)["rss_bytes"]}
+    return Server("fuseki", url, process.pid, load, settings)
+
+
+def start_oxigraph(stack: ExitStack, data: Path, out: Path, args: argparse.Namespace) -> Server:
+    binary = helper("bsbm.sh", "oxigraph")
+    db = out / "oxigraph"
+    shutil.rmtree(db, ignore_errors=True)
+    m = measure([binary, "load", "--location", str(db), "--file", str(data / "dataset.nt")])
+    m.pop("stdout")
+    load = {**m, "loader": "oxigraph load to RocksDB", "store_bytes": du(db)}
+    port = free_port()
+    command = [binary, "serve-read-only", "--location", str(db), "--bind", f"127.0.0.1:{port}"]
+    process = stack.enter_context(running(command, out / "oxigraph.log"))
+    url = f"http://127.0.0.1:{port}/query"
+    wait_sparql(url, process)
+    settings = f"Oxigraph {OXIGRAPH_VERSION} (`oxigraph serve-read-only`), RocksDB's defaults (no memory setting)"
+    return Server("oxigraph", url, process.pid, load, settings)
+
+
+VIRTUOSO_INI = """[Database]
+DatabaseFile = {db}/virtuoso.db
+ErrorLogFile = {db}/virtuoso.log
+LockFile = {db}/virtuoso.lck
+TransactionFile = {db}/virtuoso.trx
+xa_persistent_file = {db}/virtuoso.pxa
+ErrorLogLevel = 7
+FileExtend = 200
+MaxCheckpointRemap = 2000
+Striping = 0
+TempStorage = TempDatabase
+[TempDatabase]
+DatabaseFile = {db}/virtuoso-temp.db
+TransactionFile = {db}/virtuoso-temp.trx
+MaxCheckpointRemap = 2000
+Striping = 0
+[Parameters]
+ServerPort = {isql}
+DisableUnixSocket = 1
+MaxClientConnections = 100
+CheckpointInterval = 60
+CaseMode = 2
+DirsAllowed = ., {data}
+NumberOfBuffers = {buffers}
+MaxDirtyBuffers = {dirty}
+MaxQueryMem = 2G
+ThreadsPerQuery = {threads}
+AsyncQueueMaxThreads = 10
+[HTTPServer]
+ServerPort = {http}
+ServerRoot = /var/lib/virtuoso-opensource-7/vsp
+MaxClientConnections = 100
+ServerThreads = 100
+MaxKeepAlives = 100
+KeepAliveTimeout = 10
+EnabledGzipContent = 0
+Charset = UTF-8
+[SPARQL]
+ResultSetMaxRows = 100000000
+MaxQueryCostEstimationTime = 0
+MaxQueryExecutionTime = 0
+"""
+
+
+def start_virtuoso(stack: ExitStack, data: Path, out: Path, args: argparse.Namespace) -> Server:
+    binary = helper("bsbm.sh", "virtuoso")
+    isql_binary = shutil.which("isql-vt") or "isql-vt"
+    db = out / "virtuoso"
+    shutil.rmtree(db, ignore_errors=True)
+    db.mkdir(parents=True)
+    isql_port, http_port = free_port(), free_port()
+    # virtuoso.ini's own table: 85,000 8 KiB buffers per GB given to it, 3/4 of them dirty at most
+    buffers = int(args.virtuoso_gb * 85_000)
+    ini = VIRTUOSO_INI.format(
+        db=db,
+        isql=isql_port,
+        http=http_port,
+        data=data,
+        buffers=buffers,
+        dirty=buffers * 3 // 4,
+        threads=os.cpu_count() or 2,
+    )
+    (db / "virtuoso.ini").write_text(ini)
+    process = stack.enter_context(running([binary, "-f", "-c", str(db / "virtuoso.ini")], out / "virtuoso.out", cwd=db))
+    deadline = time.monotonic() + 120
+
+    def isql(statements: str) -> str:
+        done = subprocess.run(
+            [isql_binary, str(isql_port), "dba", "dba", f"exec={statements}"],
+            capture_output=True,
+            text=True,
+            timeout=7200,
+        )
+        if done.returncode != 0 or "*** Error" in done.stdout:
+            raise RuntimeError(f"isql: {(done.stdout + done.stderr)[-600:]}")
+        return done.stdout
+
+    while True:
+        try:
+            isql("status();")
+            break
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Virtuoso did not start: {error}") from None
+            time.sleep(0.5)
+    started = time.perf_counter()
+    peak = [0]
+
+    def sample() -> None:
+        while process.poll() is None and not done.is_set():
+            peak[0] = max(peak[0], memory(process.pid)["rss_bytes"])
+            done.wait(0.5)
+
+    done = threading.Event()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        isql(f"ld_dir('{data}', 'dataset.nt', '{GRAPH}'); rdf_loader_run(); checkpoint;")
+    finally:
+        done.set()
+        sampler.join()
+    seconds = time.perf_counter() - started
+    failed = isql("select count(*) from DB.DBA.load_list where ll_state <> 2 or ll_error is not null;")
+    if not re.search(r"^\s*0\s*$", failed, re.MULTILINE):
+        raise RuntimeError(f"Virtuoso's loader reported a failed file: {failed[-400:]}")
+    load = {
+        "seconds": round(seconds, 2),
+        "peak_rss_bytes": peak[0],
+        "store_bytes": du(db / "virtuoso.db"),
+        "loader": "ld_dir + rdf_loader_run() + checkpoint (isql), into the running server",
+    }
+    url = f"http://127.0.0.1:{http_port}/sparql"
+    wait_sparql(url, process)
+    settings = (
+        f"Virtuoso {_virtuoso_version(binary)}, NumberOfBuffers {buffers:,} (8 KiB each: "
+        f"{args.virtuoso_gb:g} GB by virtuoso.ini's table), MaxDirtyBuffers {buffers * 3 // 4:,}, "
+        "MaxQueryMem 2G, no row cap or execution time limit"
+    )
+    return Server("virtuoso", url, process.pid, load, settings)
+
+
+def _virtuoso_version(binary: str) -> str:
+    done = subprocess.run([binary, "-?"], capture_output=True, text=True)
+    found = re.search(r"Version (\S+)", done.stdout + done.stderr)
+    return found.group(1) if found else "7"
+
+
+STARTERS: dict[str, Callable[[ExitStack, Path, Path, argparse.Namespace], Server]] = {
+    "quanta": start_quanta,
+    "fuseki": start_fuseki,
+    "oxigraph": start_oxigraph,
+    "virtuoso": start_virtuoso,
+}
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+
+@dataclass
+class Driver:
+    classpath: str  # the folder of jars, with /*
+    home: Path  # the jar's queries/ and usecases/, unpacked: the driver's working folder
+
+    @classmethod
+    def fetch(cls) -> Driver:
+        lib = Path(helper("bsbm.sh"))
+        home = WORK / f"driver-{BSBM_VERSION}"
+        if not (home / "usecases").is_dir():
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True)
+            subprocess.run(
+                [
+                    "unzip",
+                    "-q",
+                    "-o",
+                    str(lib / f"bsbm-core-{BSBM_VERSION}.jar"),
+                    "queries/*",
+                    "usecases/*",
+                    "-d",
+                    str(home),
+                ],
+                check=True,
+            )
+        return cls(f"{lib}/*", home)
+
+    def java(self, main: str, *args: str, cwd: Path | None = None, timeout: float | None = None) -> str:
+        done = subprocess.run(
+            ["java", "-Xmx1g", "-cp", self.classpath, main, *args],
+            cwd=cwd or self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        output = done.stdout + done.stderr
+        if done.returncode != 0:
+            lines = [line for line in output.splitlines() if line.strip() and not line.startswith(("\tat ", "SLF4J"))]
+            cause = next((line for line in lines if DRIVER_ERRORS.search(line) or "Exception" in line), "")
+            # the driver stops at a query's first failure: that line first, then the output's end
+            raise RuntimeError(f"{main} failed ({done.returncode}): {cause[:300]}\n" + "\n".join(lines[-15:]))
+        return output
+
+    def generate(self, products: int) -> dict[str, Any]:
+        """BSBM's dump and the driver's data at `products`, made once and kept under WORK."""
+        data = WORK / f"pc{products}"
+        marker = data / "generated.json"
+        if marker.exists():
+            return {**json.loads(marker.read_text()), "dir": str(data)}
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        started = time.perf_counter()
+        output = self.java(
+            "benchmark.generator.Generator",
+            "-pc",
+            str(products),
+            "-s",
+            "nt",
+            "-fn",
+            "dataset",
+            "-dir",
+            "td_data",
+            cwd=data,
+        )
+        found = re.search(r"(\d+) triples generated", output)
+        info = {
+            "products": products,
+            "triples": int(found.group(1)) if found else None,
+            "seconds": round(time.perf_counter() - started, 2),
+            "nt_bytes": (data / "dataset.nt").stat().st_size,
+        }
+        marker.write_text(json.dumps(info))
+        return {**info, "dir": str(data)}
+
+    def run(
+        self, url: str, data: Path, usecase: str, clients: int, runs: int, warmups: int, timeout_s: float, xml: Path
+    ) -> dict[str, Any]:
+        """One measured run of a use case's query mixes: QMpH, per-query AQET, timeouts, errors."""
+        xml.unlink(missing_ok=True)
+        args = [
+            "-idir",
+            str(data / "td_data"),
+            "-ucf",
+            (self.home / USECASES[usecase]).as_uri(),
+            "-runs",
+            str(runs),
+            "-w",
+            str(warmups),
+            "-t",
+            str(int(timeout_s * 1000)),
+            "-o",
+            str(xml),
+        ]
+        if clients > 1:
+            args += ["-mt", str(clients)]
+        started = time.perf_counter()
+        try:
+            output = self.java("benchmark.testdriver.TestDriver", *args, url, timeout=runs * 3600)
+        except RuntimeError as error:
+            return {"error": str(error)[:1500]}
+        wall = time.perf_counter() - started
+        errors = [line.strip() for line in output.splitlines() if DRIVER_ERRORS.search(line)]
+        result = parse_result(xml)
+        return {**result, "wall_seconds": round(wall, 1), "errors": len(errors), "error_lines": errors[:5]}
+
+    def qualify(self, url: str, data: Path, usecase: str, mixes: int, qual: Path) -> str:
+        qual.unlink(missing_ok=True)
+        self.java(
+            "benchmark.testdriver.TestDriver",
+            "-idir",
+            str(data / "td_data"),
+            "-ucf",
+            (self.home / USECASES[usecase]).as_uri(),
+            "-q",
+            "-runs",
+            str(mixes),
+            "-qf",
+            str(qual),
+            url,
+        )
+        if not qual.exists():
+            raise RuntimeError(f"{url}: the driver wrote no qualification file")
+        return str(qual)
+
+    def compare(self, reference: Path, test: Path, log: Path) -> dict[str, Any]:
+        """Qualification of `test` against `reference`: per query, correct and total executions.
+
+        The driver's own `Qualification` compares in order every result whose query text holds
+        ORDER BY, even in a sub-select only (business intelligence Q7: the outer query is not
+        ordered, so any order of its rows is right). Its verdicts are kept (`official`); a query it
+        finds different is then compared again from the two files' rows: in order only if the
+        outer query is ordered (an ORDER BY after its last closing brace), else as multisets."""
+        output = self.java("benchmark.qualification.Qualification", "-ql", str(log), str(reference), str(test))
+        text = log.read_text() if log.exists() else ""
+        official: dict[str, list[int]] = {}
+        for number, correct, total in re.findall(r"Query (\d+): correct/total executions: (\d+)/(\d+)", text):
+            official[number] = [int(correct), int(total)]
+        setup = [line for line in (output + text).splitlines() if line.startswith("Error:")]
+        queries = {q: list(v) for q, v in official.items()}
+        order_only: dict[str, int] = {}
+        if any(c != t for c, t in official.values()) and not setup:
+            mine, theirs = self.dump(reference), self.dump(test)
+            if len(mine) != len(theirs):
+                setup.append(f"Error: {len(mine)} results against {len(theirs)}")
+            else:
+                counts: dict[str, list[int]] = {}
+                for a, b in zip(mine, theirs, strict=True):
+                    if a["query"] != b["query"] or a["run"] != b["run"]:
+                        setup.append(f"Error: query {a['query']} of run {a['run']} against {b['query']} of {b['run']}")
+                        break
+                    same = not a["timed_out"] and not b["timed_out"] and a["head"] == b["head"]
+                    ordered = a["sorted"] and "order by" in a["text"].rsplit("}", 1)[-1].lower()
+                    in_order = a["rows"] == b["rows"]
+                    same = same and (in_order if ordered else sorted(a["rows"]) == sorted(b["rows"]))
+                    entry = counts.setdefault(a["query"], [0, 0])
+                    entry[0] += same
+                    entry[1] += 1
+                    if same and not in_order:
+                        order_only[a["query"]] = order_only.get(a["query"], 0) + 1
+                queries = {q: v for q, v in counts.items() if q in official}
+        differ = sorted((q for q, (c, t) in queries.items() if c != t), key=int)
+        return {
+            "queries": queries,
+            "differ": differ,
+            "setup_errors": setup[:5],
+            "ok": not differ and not setup,
+            "official": official,
+            "order_only": order_only,
+        }
+
+    def dump(self, qual: Path) -> list[dict[str, Any]]:
+        """The results a qualification file holds (a Java object stream, read by QualDump)."""
+        source = WORK / "QualDump.java"
+        if not source.exists() or source.read_text() != QUALDUMP:
+            source.write_text(QUALDUMP)
+        out = qual.with_suffix(".txt")
+        self.java(str(source), str(qual), str(out))
+        results: list[dict[str, Any]] = []
+
+        def unescape(text: str) -> str:
+            return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), text)
+
+        for line in out.read_text(encoding="utf-8").splitlines():
+            kind, _, rest = line.partition("\t")
+            if kind == "R":
+                run, query, ordered, timed_out = rest.split("\t")
+                results.append(
+                    {
+                        "run": run,
+                        "query": query,
+                        "sorted": ordered == "true",
+                        "timed_out": timed_out == "true",
+                        "text": "",
+                        "head": [],
+                        "rows": [],
+                    }
+                )
+            elif kind == "Q":
+                results[-1]["text"] = unescape(rest)
+            elif kind == "H":
+                results[-1]["head"].append(unescape(rest))
+            elif kind == "V":
+                results[-1]["rows"].append(unescape(rest))
+        return results
+
+
+# Prints a qualification file (Java serialization of the driver's QueryResult objects) as text lines:
+# R run query sorted timed-out, Q the query, H each head variable, V each row (an unsorted result's
+# rows once per occurrence); backslash, tab and newline escaped. Run as a single-file source program.
+QUALDUMP = r"""import java.io.*;
+import java.lang.reflect.Field;
+import java.util.*;
+
+public class QualDump {
+    static String esc(Object o) {
+        return String.valueOf(o).replace("\\", "\\\\").replace("\t", "\\t")
+            .replace("\n", "\\n").replace("\r", "\\r");
+    }
+
+    static Object get(Object o, String name) throws Exception {
+        Field f = o.getClass().getDeclaredField(name);
+        f.setAccessible(true);
+        return f.get(o);
+    }
+
+    public static void main(String[] args) throws Exception {
+        try (ObjectInputStream in = new ObjectInputStream(new BufferedInputStream(new FileInputStream(args[0])));
+             PrintStream out = new PrintStream(
+                 new BufferedOutputStream(new FileOutputStream(args[1])), false, "UTF-8")) {
+            in.readInt(); in.readLong(); in.readInt(); in.readInt(); in.readObject(); in.readObject();
+            while (true) {
+                Object r;
+                try { r = in.readObject(); } catch (EOFException end) { break; }
+                out.println("R\t" + get(r, "run") + "\t" + get(r, "queryNr") + "\t" + get(r, "sorted") + "\t"
+                    + get(r, "hasTimedOut"));
+                out.println("Q\t" + esc(get(r, "queryText")));
+                Object head = get(r, "headList");
+                if (head != null) for (Object h : (List<?>) head) out.println("H\t" + esc(h));
+                Object list = get(r, "resultList");
+                Object hash = get(r, "resultHash");
+                if (list != null) for (Object v : (List<?>) list) out.println("V\t" + esc(v));
+                if (hash != null) for (Map.Entry<?, ?> e : ((Map<?, ?>) hash).entrySet())
+                    for (int i = 0; i < (Integer) e.getValue(); i++) out.println("V\t" + esc(e.getKey()));
+            }
+        }
+    }
+}
+"""
+
+
+def parse_result(xml: Path) -> dict[str, Any]:
+    root = ET.parse(xml).getroot()
+    mix = root.find("querymix")
+    assert mix is not None, xml
+
+    def number(node: ET.Element, tag: str) -> float:
+        text = node.findtext(tag)
+        return float(text) if text not in (None, "") else float("nan")
+
+    queries: dict[str, Any] = {}
+    for query in root.iter("query"):
+        nr = query.get("nr", "?")
+        if query.findtext("executecount") in (None, "0"):
+            continue
+        queries[nr] = {
+            "count": int(number(query, "executecount")),
+            "aqet_s": number(query, "aqet"),
+            "aqetg_s": number(query, "aqetg"),
+            "max_s": number(query, "maxqet"),
+            "avg_results": number(query, "avgresults"),
+            "timeouts": int(number(query, "timeoutcount")),
+        }
+    return {
+        "qmph": number(mix, "qmph"),
+        "mixes": int(number(mix, "querymixruns")),
+        "seconds": number(mix, "actualtotalruntime"),
+        "queries": queries,
+        "timeouts": sum(q["timeouts"] for q in queries.values()),
+    }
+
+
+# ---- one scale -------------------------------------------------------------------------------
+
+
+def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict[str, Any]:
+    generated = driver.generate(products)
+    data = Path(generated.pop("dir"))
+    log(f"pc {products}: {generated['triples']:,} triples")
+    out = WORK / f"run-pc{products}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    scale: dict[str, Any] = {"data": generated, "systems": {}, "skipped": {}}
+    with ExitStack() as stack:
+        servers: list[Server] = []
+        for name in args.systems:
+            try:
+                server = STARTERS[name](stack, data, out, args)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+                if name == "quanta":
+                    raise
+                scale["skipped"][name] = str(error)[-400:]
+                log(f"{name}: left out: {error}")
+                continue
+            server.memory["after_load"] = memory(server.pid)
+            servers.append(server)
+            log(f"{name}: loaded in {server.load.get('seconds')} s, up at {server.url}")
+        reference = next((s for s in servers if s.name == args.reference), None) or next(
+            (s for s in servers if s.name != "quanta"), None
+        )
+        checked = servers if args.qualify_peers else [s for s in servers if s.name == "quanta" or s is reference]
+        qualification = qualify(driver, checked, reference, data, out, args)
+        for server in servers:
+            entry: dict[str, Any] = {
+                "url": server.url,
+                "settings": server.settings,
+                "load": server.load,
+                "qualification": qualification.get(server.name),
+                "runs": {u: {} for u in args.usecases},
+            }
+            scale["systems"][server.name] = entry
+        scale["reference"] = reference.name if reference else None
+        if not qualification.get("quanta", {}).get("ok", True):
+            scale["failed"] = "quanta's answers differ from the reference's"
+            return scale
+        pairs = [(u, c) for c in args.clients for u in args.usecases]
+        with Sampler(servers) as sampler:
+            for i, (usecase, clients) in enumerate(pairs):
+                order = servers[i % len(servers) :] + servers[: i % len(servers)]
+                for server in order:
+                    runs = max(args.runs[usecase], 2 * clients)
+                    warmups = max(1, min(runs // 5, args.warmups[usecase]))
+                    xml = out / f"{server.name}-{usecase}-{clients}.xml"
+                    result = driver.run(server.url, data, usecase, clients, runs, warmups, args.timeout_s, xml)
+                    scale["systems"][server.name]["runs"][usecase][str(clients)] = result
+                    log(
+                        f"{server.name} {usecase} x{clients}: QMpH {result.get('qmph')}, timeouts "
+                        f"{result.get('timeouts')}, errors {result.get('errors', result.get('error'))}"
+                    )
+        time.sleep(2)
+        for server in servers:
+            server.memory["after_runs"] = memory(server.pid)
+            server.memory["peak_during_runs"] = sampler.peak[server.name]
+            scale["systems"][server.name]["memory"] = server.memory
+    return scale
+
+
+def qualify(
+    driver: Driver, servers: list[Server], reference: Server | None, data: Path, out: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Each system's qualification against the reference's, per use case."""
+    if reference is None:
+        return {}
+    files: dict[tuple[str, str], Path] = {}
+    results: dict[str, Any] = {}
+    for usecase in args.usecases:
+        for server in [reference, *(s for s in servers if s is not reference)]:
+            try:
+                files[server.name, usecase] = Path(
+                    driver.qualify(
+                        server.url, data, usecase, args.qualification_mixes, out / f"{server.name}-{usecase}.qual"
+                    )
+                )
+            except (RuntimeError, subprocess.SubprocessError) as error:
+                results.setdefault(server.name, {"ok": False, "usecases": {}})["usecases"][usecase] = {
+                    "error": str(error)[:600]
+                }
+    for server in servers:
+        entry = results.setdefault(server.name, {"ok": True, "usecases": {}})
+        if server is reference:
+            entry["reference"] = True
+            continue
+        for usecase in args.usecases:
+            if (reference.name, usecase) not in files:  # not checked, not failed
+                entry["usecases"][usecase] = {"error": f"{reference.name}'s qualification run failed"}
+                continue
+            if (server.name, usecase) not in files:  # its own run failed: recorded above
+                entry["ok"] = False
+                continue
+            qual_log = out / f"{server.name}-{usecase}.qual.log"
+            compared = driver.compare(files[reference.name, usecase], files[server.name, usecase], qual_log)
+            entry["usecases"][usecase] = compared
+            entry["ok"] = entry["ok"] and compared["ok"]
+        log(
+            f"qualification {server.name} against {reference.name}: "
+            + ", ".join(f"{u}: {'ok' if v.get('ok') else v}" for u, v in entry["usecases"].items())
+        )
+    return results
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+
+def _reason(error: str, width: int = 80) -> str:
+    """An error's first line, without the failed program's name."""
+    lines = error.strip().splitlines() or [""]
+    return lines[0].split("): ", 1)[-1].replace("|", "/")[:width]
+
+
+def _mb(value: int | None) -> str:
+    return "n/a" if not value else f"{value / 2**20:,.0f}"
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None or value != value:  # None or NaN
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def render_scale(products: int, scale: dict[str, Any], settings: dict[str, Any], intro: list[str]) -> list[str]:
+    systems: dict[str, Any] = scale["systems"]
+    names = [n for n in SYSTEMS if n in systems]
+    data = scale["data"]
+    lines = [f"### {products:,} products ({data['triples']:,} triples)", "", *intro]
+    lines += [
+        "| system | loader | load (s) | peak memory loading (MB) | store (MB) | idle after load: RSS / PSS (MB) "
+        "| peak during runs: RSS / PSS (MB) | idle after runs: RSS / PSS (MB) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        s = systems[name]
+        load, mem = s["load"], s.get("memory", {})
+        after, peak, steady = mem.get("after_load", {}), mem.get("peak_during_runs", {}), mem.get("after_runs", {})
+        lines.append(
+            f"| {name} | {load['loader']} | {_fmt(load.get('seconds'), 1)} | {_mb(load.get('peak_rss_bytes'))} "
+            f"| {_mb(load.get('store_bytes'))} | {_mb(after.get('rss_bytes'))} / {_mb(after.get('pss_bytes'))} "
+            f"| {_mb(peak.get('rss_bytes'))} / {_mb(peak.get('pss_bytes'))} "
+            f"| {_mb(steady.get('rss_bytes'))} / {_mb(steady.get('pss_bytes'))} |"
+        )
+    for name, reason in scale.get("skipped", {}).items():
+        lines.append(f"| {name} | left out: {reason.strip().splitlines()[-1][:160].replace('|', '/')} | | | | | | |")
+    lines.append("")
+    reference = scale.get("reference")
+    verdicts = []
+    for name in names:
+        q = systems[name].get("qualification") or {}
+        if q.get("reference"):
+            continue
+        if not q:
+            verdicts.append(f"{name} (not checked)")
+            continue
+        uses = q.get("usecases", {})
+        parts = []
+        for usecase, v in uses.items():
+            if "error" in v:
+                parts.append(f"{usecase}: not run ({_reason(v['error'])})")
+            elif v["ok"]:
+                checked = sum(t for _, t in v["queries"].values())
+                parts.append(f"{usecase}: all {checked} answers equal")
+            else:
+                parts.append(f"{usecase}: queries {', '.join(v['differ']) or '-'} differ {v['setup_errors'] or ''}")
+            order_only = v.get("order_only") or {}
+            if order_only:
+                listed = ", ".join(f"Q{q} {n}" for q, n in sorted(order_only.items(), key=lambda item: int(item[0])))
+                parts[-1] += f", rows in another order where the outer query is unordered: {listed}"
+        verdicts.append(f"{name} ({'; '.join(parts)})")
+    if reference:
+        lines += [
+            f"**Qualification** against {reference} ({settings.get('qualification_mixes', 15)} mixes per use case;"
+            f" the driver compares SELECT answers, not DESCRIBE or CONSTRUCT): {', '.join(verdicts)}.",
+            "",
+        ]
+    for usecase in settings["usecases"]:
+        clients = settings["clients"]
+        lines += [
+            f"**{USECASE_TITLE[usecase]}**: query mixes per hour (QMpH; timeouts, errors)",
+            "",
+            "| system | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients) + " |",
+            "|---|" + "---|" * len(clients),
+        ]
+        best: dict[int, tuple[float, str]] = {}
+        for name in names:
+            cells = []
+            for c in clients:
+                r = systems[name]["runs"].get(usecase, {}).get(str(c), {})
+                if "qmph" not in r:
+                    cells.append(f"failed: {_reason(str(r.get('error', 'not run')))}")
+                    continue
+                extra = f" ({r['timeouts']} t/o, {r['errors']} err)" if r["timeouts"] or r["errors"] else ""
+                cells.append(f"{_fmt(r['qmph'])}{extra}")
+                if name != "quanta" and r["qmph"] > best.get(c, (0.0, ""))[0]:
+                    best[c] = (r["qmph"], name)
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if "quanta" in systems and best:
+            ratios = []
+            for c in clients:
+                ours = systems["quanta"]["runs"].get(usecase, {}).get(str(c), {}).get("qmph")
+                if ours and c in best:
+                    ratios.append(f"{ours / best[c][0]:.2f}x {best[c][1]}'s at {c}")
+            lines += ["", f"quanta: {'; '.join(ratios)}."]
+        # per-query average execution time at the fewest and the most clients
+        lines += [
+            "",
+            f"{USECASE_TITLE[usecase]}: average query execution time per query (AQET, ms) at "
+            + " and ".join(str(c) for c in sorted({clients[0], clients[-1]}))
+            + " client(s)",
+            "",
+        ]
+        columns = [(name, c) for c in sorted({clients[0], clients[-1]}) for name in names]
+        lines += ["| query | " + " | ".join(f"{n} x{c}" for n, c in columns) + " |", "|---|" + "---|" * len(columns)]
+        numbers = sorted(
+            {q for n, c in columns for q in systems[n]["runs"].get(usecase, {}).get(str(c), {}).get("queries", {})},
+            key=int,
+        )
+        for q in numbers:
+            cells = []
+            for n, c in columns:
+                entry = systems[n]["runs"].get(usecase, {}).get(str(c), {}).get("queries", {}).get(q)
+                cells.append(
+                    "n/a"
+                    if not entry
+                    else _fmt(entry["aqet_s"] * 1000, 1) + (f" ({entry['timeouts']} t/o)" if entry["timeouts"] else "")
+                )
+            lines.append(f"| Q{q} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def render(result: dict[str, Any], docs: Path = REPO / "docs" / "benchmarks.md") -> None:
+    systems: dict[str, str] = {}
+    for scale in result["scales"].values():
+        for name, entry in scale["systems"].items():
+            systems.setdefault(name, entry["settings"])
+    body = [
+        f"BSBM {BSBM_VERSION} from Maven Central. Its generator makes the data and the driver's parameters; each",
+        "system loads the N-Triples dump with its own loader and all of them stay up, on the same 2 cores; the",
+        "official test driver (`benchmark.testdriver.TestDriver`, the default seed) runs each use case's query",
+        "mixes against one system at a time, the systems' order rotating from one (use case, clients) pair to the",
+        "next, the driver itself on the same cores. QMpH counts mixes over the run's wall time (warm-up mixes not",
+        "counted); AQET is a query's mean time. Memory: the server's processes summed (quanta: gateway, workers",
+        "and Redis): RSS, and PSS, where a page shared by n processes (the HDT file mapped by every worker) counts",
+        "1/n; *peak* is sampled every 0.5 s during the runs. Each system as run:",
+        "",
+        *[f"- {name}: {text}" for name, text in systems.items()],
+        "",
+    ]
+    for products, scale in result["scales"].items():
+        s, m = scale.get("settings", result["settings"]), scale.get("machine", result["machine"])
+        runs = "; ".join(
+            f"{USECASE_TITLE[u].lower()}: {s['runs'][u]} mixes after {s['warmups'][u]} warm-up" for u in s["usecases"]
+        )
+        intro = [
+            f"`{scale.get('command', result['command'])}` ({m['date']}, {m['cpu']}, {m['nproc']} cores, "
+            f"{m['memory_gb']} GB, load average {m['load_average_at_start'][0]} at the start, Java {m['java']}, "
+            f"quanta at {m['git_commit'][:10]}{' with local changes' if m['git_dirty'] else ''}): {runs} "
+            f"(at least 2 mixes per client); a {s['timeout_s']:g} s timeout per query.",
+            "",
+        ]
+        body += render_scale(int(products), scale, s, intro)
+    body += ["![QMpH by clients, each system, each use case](img/bsbm.png)", ""]
+    benchlib.replace_block(docs, "bsbm", "\n".join(body))
+    _plot(result, docs.parent / "img" / "bsbm.png")
+
+
+def _plot(result: dict[str, Any], image: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scales = list(result["scales"].items())
+    usecases = [u for u in USECASES if any(u in sc.get("settings", result["settings"])["usecases"] for _, sc in scales)]
+    figure, axes = plt.subplots(
+        len(scales), len(usecases), figsize=(5.5 * len(usecases), 3.8 * len(scales)), squeeze=False
+    )
+    colors = {"quanta": "tab:blue", "fuseki": "tab:orange", "oxigraph": "tab:green", "virtuoso": "tab:red"}
+    for row, (products, scale) in enumerate(scales):
+        s = scale.get("settings", result["settings"])
+        for col, usecase in enumerate(usecases):
+            ax = axes[row][col]
+            if usecase not in s["usecases"]:
+                ax.set_axis_off()
+                continue
+            for name, entry in scale["systems"].items():
+                points = [(c, entry["runs"].get(usecase, {}).get(str(c), {}).get("qmph")) for c in s["clients"]]
+                xs = [c for c, q in points if q]
+                ax.plot(xs, [q for _, q in points if q], marker="o", label=name, color=colors.get(name))
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(s["clients"], [str(c) for c in s["clients"]])
+            ax.set_xlabel("clients")
+            ax.set_ylabel("QMpH")
+            ax.set_title(f"{USECASE_TITLE[usecase]}, {int(products):,} products", fontsize=10)
+            ax.legend(fontsize=8)
+    figure.tight_layout()
+    image.parent.mkdir(exist_ok=True)
+    figure.savefig(image, dpi=100)
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+def products_list(text: str) -> list[int]:
+    """`1k,10k` or `1000,10000`."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        out.append(int(float(part[:-1]) * 1000) if part.endswith("k") else int(part))
+    return out
+
+
+def describe_machine() -> dict[str, Any]:
+    machine = benchlib.machine({"quanta_gateway": "quanta-gateway"})
+    version = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    machine["java"] = re.sub(r'.*version "([^"]+)".*', r"\1", version)
+    return machine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
+    parser.add_argument(
+        "--products",
+        type=products_list,
+        default=[1000],
+        help="BSBM scales, products (1k ≈ 0.37 M triples, 10k ≈ 3.5 M, 100k ≈ 35 M); default 1k",
+    )
+    parser.add_argument(
+        "--clients",
+        type=lambda t: [int(c) for c in t.split(",")],
+        default=[1, 4],
+        help="driver clients (-mt), e.g. 1,4,8,64; default 1,4",
+    )
+    parser.add_argument(
+        "--systems",
+        type=lambda t: t.split(","),
+        default=list(SYSTEMS),
+        help=f"among {','.join(SYSTEMS)} (quanta always runs); default all",
+    )
+    parser.add_argument("--usecases", type=lambda t: t.split(","), default=list(USECASES), help="explore,bi")
+    parser.add_argument(
+        "--reference",
+        choices=["oxigraph", "fuseki", "virtuoso"],
+        default="oxigraph",
+        help="whose answers the qualification compares with (else the first peer up)",
+    )
+    parser.add_argument("--explore-runs", type=int, default=200, help="explore mixes per measured run")
+    parser.add_argument("--bi-runs", type=int, default=20, help="business-intelligence mixes per measured run")
+    parser.add_argument("--timeout-s", type=float, default=60, help="the driver's timeout per query (-t)")
+    parser.add_argument("--workers", type=int, default=2, help="quanta's workers")
+    parser.add_argument("--quantum-ms", type=float, default=75)
+    parser.add_argument("--fuseki", choices=["tdb2", "memory"], default="tdb2", help="Fuseki's storage")
+    parser.add_argument("--fuseki-heap", default="4g", help="Fuseki's JVM heap (-Xmx)")
+    parser.add_argument("--virtuoso-gb", type=float, default=2, help="memory for Virtuoso's buffers, GB")
+    parser.add_argument("--qualification-mixes", type=int, default=15, help="mixes per use case (the driver's 15)")
+    parser.add_argument(
+        "--no-peer-qualification",
+        dest="qualify_peers",
+        action="store_false",
+        help="qualify quanta alone against the reference, not every peer too",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="100 products, 1 client, a few mixes (under 3 minutes); docs untouched"
+    )
+    parser.add_argument("--out", type=Path, help="where the JSON goes (default bench/results/bsbm.json)")
+    parser.add_argument("--render", type=Path, help="only rewrite the docs from a saved result")
+    parser.add_argument(
+        "--add-to",
+        type=Path,
+        help="a saved result whose other scales are kept beside this run's (e.g. bench/results/bsbm.json)",
+    )
+    args = parser.parse_args()
+    if args.render:
+        render(json.loads(args.render.read_text()))
+        return
+    if args.quick:
+        args.products, args.clients, args.explore_runs, args.bi_runs = [100], [1], 10, 2
+        args.qualify_peers = False
+    args.systems = ["quanta", *(s for s in args.systems if s in SYSTEMS and s != "quanta")]
+    args.runs = {"explore": args.explore_runs, "bi": args.bi_runs}
+    args.warmups = {"explore": max(1, args.explore_runs // 10), "bi": max(1, args.bi_runs // 10)}
+    WORK.mkdir(parents=True, exist_ok=True)
+    driver = Driver.fetch()
+    machine = describe_machine()
+    settings = {
+        "clients": args.clients,
+        "usecases": args.usecases,
+        "runs": args.runs,
+        "warmups": args.warmups,
+        "timeout_s": args.timeout_s,
+        "reference": args.reference,
+        "fuseki": args.fuseki,
+        "fuseki_heap": args.fuseki_heap,
+        "virtuoso_gb": args.virtuoso_gb,
+        "workers": args.workers,
+        "quantum_ms": args.quantum_ms,
+        "qualification_mixes": args.qualification_mixes,
+        "qualify_peers": args.qualify_peers,
+    }
+    command = "python bench/bsbm.py " + " ".join(sys.argv[1:]) if sys.argv[1:] else "make bench-bsbm"
+    result: dict[str, Any] = {"command": command.strip(), "machine": machine, "settings": settings, "scales": {}}
+    if args.add_to and args.add_to.exists():
+        kept = json.loads(args.add_to.read_text())
+        for products, scale in kept["scales"].items():  # each scale keeps its own command and settings
+            scale.setdefault("settings", kept["settings"])
+            scale.setdefault("machine", kept["machine"])
+            scale.setdefault("command", kept["command"])
+            result["scales"][products] = scale
+    out = args.out or (WORK / "bsbm-quick.json" if args.quick else REPO / "bench" / "results" / "bsbm.json")
+    failed = False
+    for products in args.products:
+        at_start = describe_machine()
+        scale = bench_scale(driver, products, args)
+        scale |= {"settings": settings, "machine": at_start, "command": command.strip()}
+        result["scales"][str(products)] = scale
+        result["scales"] = dict(sorted(result["scales"].items(), key=lambda item: int(item[0])))
+        if scale.get("failed"):
+            failed = True
+            out = WORK.parent / "bsbm-failed.json"
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        if failed:
+            break
+    print(f"results: {out}")
+    if failed:
+        print("quanta's answers differ from the reference's: see the qualification logs in", WORK, file=sys.stderr)
+        sys.exit(1)
+    if not args.quick and args.out is None:
+        render(result)
+
+
+if __name__ == "__main__":
+    main()
