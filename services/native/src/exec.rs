@@ -4,8 +4,11 @@
 //! step for step: the same rows in the same order, the same steps counted
 //! (one per scan opened, one per index entry read), a suspension between any
 //! two entries, and the same state, which the Python side saves in the same
-//! flat layout. Rows are handed back in batches.
+//! flat layout. Rows are handed back in batches. FILTERs between the levels
+//! are comparisons of ids (`Atom`) or conditions evaluated natively
+//! (`crate::expr`), which hand the rows they cannot decide to the caller.
 
+use crate::expr::{Eval, Expr, Fail, Terms};
 use crate::store::{Cursor, Store, Triple};
 use std::time::Instant;
 
@@ -20,11 +23,18 @@ pub enum Status {
     Expired,
 }
 
-/// The quantum's budget of steps and how its clock is checked.
+/// The quantum's budget of steps and how its clock is checked; and who
+/// decides a row a condition cannot (`undecided(condition, row)`: the
+/// reference evaluator; an error stops the run as an expiry does, for the
+/// caller to raise).
 pub struct Budget<'a> {
     pub steps: i64,
     pub check: &'a mut dyn FnMut(&mut i64) -> Result<(), Expired>,
+    pub undecided: &'a mut Undecided<'a>,
 }
+
+/// Decides a row (`&[i64]`) for condition number `usize`.
+pub type Undecided<'a> = dyn FnMut(usize, &[i64]) -> Result<bool, Expired> + 'a;
 
 #[derive(Debug)]
 pub struct Expired;
@@ -206,12 +216,18 @@ impl Atom {
 }
 
 /// The chain: `base`, then each join taking the previous level as its left;
-/// `filters[i]`: a conjunction the rows of level `i` must satisfy.
+/// `filters[i]` and `conditions[i]`: a conjunction the rows of level `i` must
+/// satisfy (a condition is numbered by its place in `add_condition`'s calls).
 pub struct Chain {
     width: usize,
     base: ScanRt,
     joins: Vec<Join>,
     filters: Vec<Vec<Atom>>,
+    conditions: Vec<Vec<(usize, Expr)>>,
+    added: usize,
+    /// rows a condition handed to `Budget::undecided`
+    pub undecided: u64,
+    terms: Terms,
     scratch: Vec<Vec<i64>>,
 }
 
@@ -252,13 +268,33 @@ impl Chain {
             .collect();
         let scratch = (0..=joins.len()).map(|_| vec![0; width]).collect();
         let filters = vec![Vec::new(); joins.len() + 1];
+        let conditions = (0..=joins.len()).map(|_| Vec::new()).collect();
         Chain {
             width,
             base: ScanRt::new(base),
             joins,
             filters,
+            conditions,
+            added: 0,
+            undecided: 0,
+            terms: Terms::default(),
             scratch,
         }
+    }
+
+    /// Rows of `level` must also satisfy `condition`; returns its number.
+    pub fn add_condition(&mut self, level: usize, condition: Expr) -> Result<usize, String> {
+        if condition.max_slot().is_some_and(|s| s >= self.width) {
+            return Err("filter refers to an undeclared variable".into());
+        }
+        let condition = condition.memoized(&mut self.terms);
+        let number = self.added;
+        self.conditions
+            .get_mut(level)
+            .ok_or("no such level")?
+            .push((number, condition));
+        self.added += 1;
+        Ok(number)
     }
 
     /// Rows of `level` must also satisfy `atoms` (a FILTER between joins).
@@ -593,10 +629,42 @@ impl Chain {
             if !self.next_unfiltered(level, store, budget, mu, out)? {
                 return Ok(false);
             }
-            if self.filters[level].iter().all(|atom| atom.holds(out)) {
+            if self.filters[level].iter().all(|atom| atom.holds(out))
+                && self.conditions_hold(level, store, budget, out)?
+            {
                 return Ok(true);
             }
         }
+    }
+
+    fn conditions_hold(
+        &mut self,
+        level: usize,
+        store: &Store,
+        budget: &mut Budget,
+        row: &[i64],
+    ) -> Result<bool, Expired> {
+        let Chain {
+            conditions,
+            terms,
+            undecided,
+            ..
+        } = self;
+        for (number, condition) in &conditions[level] {
+            let mut eval = Eval { store, terms, row };
+            let holds = match eval.test(condition) {
+                Ok(holds) => holds,
+                Err(Fail::Unknown) => {
+                    *undecided += 1;
+                    (budget.undecided)(*number, row)?
+                }
+                Err(Fail::Error) => false,
+            };
+            if !holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn next_unfiltered(

@@ -5,6 +5,7 @@
 pub mod bits;
 pub mod dict;
 pub mod exec;
+pub mod expr;
 pub mod hdt;
 pub mod index;
 pub mod query;

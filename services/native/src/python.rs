@@ -1,14 +1,17 @@
 //! The Python module `quanta.native._core` (PyO3).
 
 use crate::exec::{Atom, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status};
+use crate::expr::{Expr, Func};
 use crate::hdt::Hdt;
 use crate::index;
+use crate::regexp::py::PyRegex;
 use crate::render::{Format, Unrepresentable};
 use crate::store::{Cursor, Store};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PySlice, PyString, PyTuple};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -152,6 +155,7 @@ impl NativeHdt {
         Ok(Pipeline {
             store: self.store.clone(),
             chain: Chain::new(width, check(base)?, specs),
+            undecided: Vec::new(),
         })
     }
 
@@ -534,6 +538,8 @@ impl TripleCursor {
 pub struct Pipeline {
     store: Arc<Store>,
     chain: Chain,
+    /// per condition, the Python test that decides the rows it cannot
+    undecided: Vec<Py<PyAny>>,
 }
 
 pub const FULL: u8 = 0;
@@ -581,8 +587,33 @@ impl Pipeline {
             .map_err(PyValueError::new_err)
     }
 
+    /// Rows of chain level `level` must satisfy `condition` (an expression
+    /// tree: `("v", slot)`, `("t", term, id)`, `("n",)` for an error,
+    /// `("b", slot)` for BOUND, `("c", function, [args])`, `("r", text,
+    /// Regex)`), evaluated natively; `test(row)`, the reference, decides the
+    /// rows it cannot.
+    fn add_condition(
+        &mut self,
+        level: usize,
+        condition: &Bound<'_, PyAny>,
+        test: Py<PyAny>,
+    ) -> PyResult<()> {
+        let expr = expression(condition)?;
+        self.chain
+            .add_condition(level, expr)
+            .map_err(PyValueError::new_err)?;
+        self.undecided.push(test);
+        Ok(())
+    }
+
     fn reset(&mut self) {
         self.chain.reset();
+    }
+
+    /// Rows the native conditions left to their Python tests so far.
+    #[getter]
+    fn undecided(&self) -> u64 {
+        self.chain.undecided
     }
 
     fn state(&self) -> Vec<i64> {
@@ -667,7 +698,8 @@ impl Pipeline {
         let mut buffer = target.borrow_mut();
         let steps: i64 = quantum.getattr("budget")?.extract()?;
         buffer.ids.reserve(max_rows.min(4096) * width);
-        let mut failure: Option<PyErr> = None;
+        // a Python error met inside the run (the clock's check, a test), raised after it
+        let failure: RefCell<Option<PyErr>> = RefCell::new(None);
         let mut clock = Clock {
             deadline: deadline_in.and_then(|s| {
                 if s.is_finite() {
@@ -695,7 +727,7 @@ impl Pipeline {
                     }
                     Err(e) => {
                         if !e.is_instance(py, expired) {
-                            failure = Some(e);
+                            *failure.borrow_mut() = Some(e);
                         }
                         *steps = 0;
                         Err(Expired)
@@ -708,7 +740,21 @@ impl Pipeline {
             } else {
                 &mut python_check
             };
-            let mut budget = Budget { steps, check };
+            let undecided = &self.undecided;
+            let mut ask = |number: usize, row: &[i64]| -> Result<bool, Expired> {
+                let result = PyTuple::new(py, row)
+                    .and_then(|row| undecided[number].bind(py).call1((row,)))
+                    .and_then(|r| r.is_truthy());
+                result.map_err(|e| {
+                    *failure.borrow_mut() = Some(e);
+                    Expired
+                })
+            };
+            let mut budget = Budget {
+                steps,
+                check,
+                undecided: &mut ask,
+            };
             let done = self
                 .chain
                 .run(&self.store, &mut budget, &mu, max_rows, &mut buffer.ids);
@@ -716,7 +762,7 @@ impl Pipeline {
             done
         };
         let (status, produced) = status;
-        if let Some(e) = failure {
+        if let Some(e) = failure.into_inner() {
             return Err(e);
         }
         if status == Status::Expired && native_clock {
@@ -743,6 +789,41 @@ fn untracked(row: Bound<'_, PyTuple>) -> Bound<'_, PyTuple> {
     // that holds no reference to a container only keeps the collector from visiting it.
     unsafe { pyo3::ffi::PyObject_GC_UnTrack(row.as_ptr().cast()) };
     row
+}
+
+/// A condition's tree (see `Pipeline.add_condition`) compiled.
+fn expression(node: &Bound<'_, PyAny>) -> PyResult<Expr> {
+    let tag: String = node.get_item(0)?.extract()?;
+    Ok(match tag.as_str() {
+        "v" => Expr::Var(node.get_item(1)?.extract()?),
+        "b" => Expr::Bound(node.get_item(1)?.extract()?),
+        "n" => Expr::Const(None),
+        "t" => Expr::constant(
+            &node.get_item(1)?.extract::<String>()?,
+            node.get_item(2)?.extract()?,
+        ),
+        "c" => {
+            let number: u32 = node.get_item(1)?.extract()?;
+            let f = Func::from_number(number)
+                .ok_or_else(|| PyValueError::new_err(format!("no native function {number}")))?;
+            let args = node
+                .get_item(2)?
+                .try_iter()?
+                .map(|a| expression(&a?))
+                .collect::<PyResult<Vec<Expr>>>()?;
+            Expr::call(f, args).map_err(PyValueError::new_err)?
+        }
+        "r" => {
+            let text = expression(&node.get_item(1)?)?;
+            let regex = node.get_item(2)?.cast::<PyRegex>()?.get().shared();
+            Expr::Regex(Box::new(text), regex)
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "no expression node {other:?}"
+            )))
+        }
+    })
 }
 
 /// Build the side index of an HDT file.

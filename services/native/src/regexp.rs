@@ -387,6 +387,7 @@ pub mod py {
     use pyo3::create_exception;
     use pyo3::exceptions::{PyTypeError, PyValueError};
     use pyo3::prelude::*;
+    use std::sync::Arc;
 
     create_exception!(
         _core,
@@ -432,10 +433,15 @@ pub mod py {
 
     #[pyclass(frozen, module = "quanta.native._core", name = "Regex")]
     pub struct PyRegex {
-        inner: Regexp,
+        inner: Arc<Regexp>,
     }
 
     impl PyRegex {
+        /// The compiled pattern, for native FILTERs (`crate::expr`).
+        pub fn shared(&self) -> Arc<Regexp> {
+            self.inner.clone()
+        }
+
         fn detach(&self, text: &str) -> bool {
             self.inner.is_backtracking() || text.len() > DETACH_BYTES
         }
@@ -452,7 +458,9 @@ pub mod py {
                 Regexp::new(pattern)
             };
             match compiled {
-                Ok(inner) => Ok(PyRegex { inner }),
+                Ok(inner) => Ok(PyRegex {
+                    inner: Arc::new(inner),
+                }),
                 Err(CompileError::TooBig) => Err(RegexTooBig::new_err(format!(
                     "the pattern compiles to more than {} bytes (or {} instructions of the \
                      backtracking engine)",

@@ -1,6 +1,12 @@
 """Native execution of a plan's hot subtree: a left-deep chain of a scan and
-joins whose right sides are scans (index loop joins, merge joins), run by
-`quanta.native.Pipeline` over the native store.
+joins whose right sides are scans (index loop joins, merge joins), with the
+FILTERs between them, run by `quanta.native.Pipeline` over the native store.
+
+A FILTER runs natively as comparisons of ids (`atom`) and a condition the
+native core evaluates (`native_condition`: the functions of
+`NATIVE_FUNCTIONS`, REGEX with a constant pattern); a row whose values the
+native evaluator does not decide exactly (a decimal, a dateTime, a term
+outside the dictionary) is decided by the Python operator's own test.
 
 The chain keeps its Python operators (`inner`) for what does not run: the
 static description, the saved state's layout and its validation. Rust runs
@@ -16,7 +22,7 @@ rewinding to the batch's start and replaying the rows it took.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -27,7 +33,9 @@ from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
+from quanta.native._core import Regex
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.functions_regex import compile_regex
 from quanta.sparql.term_table import Mapping, TermSaver
 
 Demand = Callable[[], int | None]
@@ -64,12 +72,12 @@ class NativeChain(Operator):
         self.demand = demand
         self.batch = FIRST_BATCH if demand is not None else 1
         levels: list[Operator] = []
-        filters: list[list[Atom]] = []  # the conjunction each level's rows must satisfy
-        above: list[Atom] = []
+        filters: list[list[Filter]] = []  # the conjunction each level's rows must satisfy
+        above: list[Filter] = []
         op = inner
         while True:
             if isinstance(op, Filter):
-                above += simple_condition(op, ctx) or []
+                above.append(op)
                 op = op.input
                 continue
             levels.append(op)
@@ -86,9 +94,13 @@ class NativeChain(Operator):
             for j in levels[1:]
         ]
         self.pipeline = ctx.store.hdt.pipeline(ctx.width, levels[0].pattern, joins)  # type: ignore[attr-defined]
-        for level, atoms in enumerate(filters):
-            if atoms:
-                self.pipeline.add_filter(level, atoms)
+        for level, conjunction in enumerate(filters):
+            for f in conjunction:
+                atoms, tree = split_condition(f, ctx)  # type: ignore[misc]
+                if atoms:
+                    self.pipeline.add_filter(level, atoms)
+                if tree is not None:  # after the atoms: the Python test decides a whole row
+                    self.pipeline.add_condition(level, tree, f.test)
         # while a batch is being handed out: [state before it, rows taken, rows in it, input mapping]
         self.pending: list | None = None  # type: ignore[type-arg]
 
@@ -211,21 +223,19 @@ def chain_of(op: Operator, ctx: Context) -> bool:
     if isinstance(op, MergeJoin):
         return chain_of(op.left, ctx)
     if isinstance(op, Filter):
-        return simple_condition(op, ctx) is not None and chain_of(op.input, ctx)
+        return split_condition(op, ctx) is not None and chain_of(op.input, ctx)
     return False
 
 
 Atom = tuple[bool, tuple[bool, int], tuple[bool, int]]  # (same, (is slot, value), (is slot, value))
+Tree = tuple[Any, ...]  # a condition as the native core reads it (`Pipeline.add_condition`)
 F = pb.Function
 
 
-def simple_condition(op: Filter, ctx: Context) -> list[Atom] | None:
-    """The filter's condition as a conjunction of comparisons that term ids
-    decide exactly, or None: `sameTerm(a, b)`, its negation, and `a = b`,
-    `a != b` when one side cannot be a literal (an IRI or blank node constant,
-    or a variable the chain binds in subject or predicate position: RDF term
-    equality is then term identity). An unbound side makes an atom false, as
-    the error it is makes a FILTER false."""
+def split_condition(op: Filter, ctx: Context) -> tuple[list[Atom], Tree | None] | None:
+    """The filter's conjuncts as comparisons that term ids decide exactly
+    (`atom`) and, for the others, one condition the native core evaluates;
+    None if a conjunct is neither (the filter stays in Python)."""
     subjects = set()
     stack = [op.input]
     while stack:
@@ -233,6 +243,31 @@ def simple_condition(op: Filter, ctx: Context) -> list[Atom] | None:
         if isinstance(node, Scan):
             subjects |= {code >> 1 for code in node.pattern[:2] if code & 1}
         stack += [getattr(node, a) for a in ("input", "left", "right") if hasattr(node, a)]
+    atoms: list[Atom] = []
+    trees: list[Tree] = []
+    conjuncts = [op.condition]
+    while conjuncts:
+        e = conjuncts.pop(0)
+        if e.WhichOneof("kind") == "call" and e.call.function == F.FUNCTION_AND:
+            conjuncts[:0] = e.call.args
+            continue
+        a = atom(e, subjects, ctx)
+        if a is not None:
+            atoms.append(a)
+            continue
+        tree = native_condition(e, ctx)
+        if tree is None:
+            return None
+        trees.append(tree)
+    return atoms, (None if not trees else trees[0] if len(trees) == 1 else ("c", F.FUNCTION_AND, trees))
+
+
+def atom(e: pb.Expr, subjects: set[int], ctx: Context) -> Atom | None:
+    """`sameTerm(a, b)`, its negation, and `a = b`, `a != b` when one side
+    cannot be a literal (an IRI or blank node constant, or a variable the
+    chain binds in subject or predicate position: `subjects`; RDF term
+    equality is then term identity). An unbound side makes an atom false, as
+    the error it is makes a FILTER false."""
 
     def operand(e: pb.Expr) -> tuple[bool, int] | None:
         kind = e.WhichOneof("kind")
@@ -246,29 +281,71 @@ def simple_condition(op: Filter, ctx: Context) -> list[Atom] | None:
         is_slot, value = o
         return value in subjects if is_slot else not ctx.terms.string(value).startswith('"')
 
-    def atoms(e: pb.Expr) -> list[Atom] | None:
-        if e.WhichOneof("kind") != "call":
-            return None
-        f, args = e.call.function, e.call.args
-        if f == F.FUNCTION_AND:
-            parts = [atoms(arg) for arg in args]
-            return None if any(p is None for p in parts) else [a for p in parts for a in p or ()]
-        if f == F.FUNCTION_NOT and len(args) == 1 and args[0].WhichOneof("kind") == "call":
-            inner = args[0].call
-            if inner.function == F.FUNCTION_SAME_TERM and len(inner.args) == 2:
-                a, b = operand(inner.args[0]), operand(inner.args[1])
-                return None if a is None or b is None else [(False, a, b)]
-            return None
-        if f in (F.FUNCTION_SAME_TERM, F.FUNCTION_EQ, F.FUNCTION_NE) and len(args) == 2:
-            a, b = operand(args[0]), operand(args[1])
-            if a is None or b is None:
-                return None
-            if f != F.FUNCTION_SAME_TERM and not (not_literal(a) or not_literal(b)):
-                return None
-            return [(f != F.FUNCTION_NE, a, b)]
+    if e.WhichOneof("kind") != "call":
         return None
+    f, args = e.call.function, e.call.args
+    if f == F.FUNCTION_NOT and len(args) == 1 and args[0].WhichOneof("kind") == "call":
+        inner = args[0].call
+        if inner.function == F.FUNCTION_SAME_TERM and len(inner.args) == 2:
+            a, b = operand(inner.args[0]), operand(inner.args[1])
+            return None if a is None or b is None else (False, a, b)
+        return None
+    if f in (F.FUNCTION_SAME_TERM, F.FUNCTION_EQ, F.FUNCTION_NE) and len(args) == 2:
+        a, b = operand(args[0]), operand(args[1])
+        if a is None or b is None:
+            return None
+        if f != F.FUNCTION_SAME_TERM and not (not_literal(a) or not_literal(b)):
+            return None
+        return (f != F.FUNCTION_NE, a, b)
+    return None
 
-    return atoms(op.condition)
+
+NATIVE_FUNCTIONS = frozenset({
+    F.FUNCTION_OR, F.FUNCTION_AND, F.FUNCTION_NOT, F.FUNCTION_EQ, F.FUNCTION_NE, F.FUNCTION_LT,
+    F.FUNCTION_LE, F.FUNCTION_GT, F.FUNCTION_GE, F.FUNCTION_IN, F.FUNCTION_NOT_IN, F.FUNCTION_ADD,
+    F.FUNCTION_SUB, F.FUNCTION_MUL, F.FUNCTION_DIV, F.FUNCTION_NEG, F.FUNCTION_POS, F.FUNCTION_IS_IRI,
+    F.FUNCTION_IS_BLANK, F.FUNCTION_IS_LITERAL, F.FUNCTION_IS_NUMERIC, F.FUNCTION_STR, F.FUNCTION_LANG,
+    F.FUNCTION_DATATYPE, F.FUNCTION_SAME_TERM, F.FUNCTION_LANG_MATCHES, F.FUNCTION_IF,
+    F.FUNCTION_COALESCE, F.FUNCTION_STRLEN, F.FUNCTION_STRSTARTS, F.FUNCTION_STRENDS, F.FUNCTION_CONTAINS,
+})  # fmt: skip
+FALSE_TERM = '"false"^^<http://www.w3.org/2001/XMLSchema#boolean>'
+
+
+def native_condition(e: pb.Expr, ctx: Context) -> Tree | None:
+    """The expression as the native core's tree (`Pipeline.add_condition`),
+    or None if it calls a function the native evaluator lacks."""
+    kind = e.WhichOneof("kind")
+    if kind == "variable":
+        return ("v", e.variable)
+    if kind == "term":
+        return ("t", ctx.terms.string(e.term), e.term)
+    if kind is None:  # a variable out of scope: an error
+        return ("n",)
+    f, args = e.call.function, e.call.args
+    if f == F.FUNCTION_BOUND:
+        inner = args[0].WhichOneof("kind")
+        return ("b", args[0].variable) if inner == "variable" else ("t", FALSE_TERM, 0)
+    if f == F.FUNCTION_REGEX:
+        return _native_regex(args, ctx)
+    if f not in NATIVE_FUNCTIONS:
+        return None
+    trees = [native_condition(a, ctx) for a in args]
+    if any(t is None for t in trees):
+        return None
+    return ("c", f, trees)
+
+
+def _native_regex(args: Sequence[pb.Expr], ctx: Context) -> Tree | None:
+    """REGEX with a constant pattern and flags on the linear-time engine."""
+    constants = [ctx.terms.string(a.term) if a.WhichOneof("kind") == "term" else "" for a in args[1:]]
+    if not all(c.startswith('"') and c.endswith('"') for c in constants):  # simple literals only
+        return None
+    pattern, flags = constants[0][1:-1], constants[1][1:-1] if len(constants) > 1 else ""
+    compiled = compile_regex(pattern, flags)
+    text = native_condition(args[0], ctx)
+    if not isinstance(compiled, Regex) or text is None:
+        return None
+    return ("r", text, compiled)
 
 
 PAGE: Demand = lambda: None  # noqa: E731  (a marker: "the page's demand", looked up from ctx)

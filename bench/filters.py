@@ -1,0 +1,152 @@
+"""FILTERs over the friendOf/likes join on watdiv-1m (509,125 rows before the filter), in
+process at an infinite quantum, three ways side by side in one run:
+
+- *native*: the condition evaluated inside the native chain (src/expr.rs);
+- *Python filter*: the same chain, the FILTER a Python operator above it (the release
+  before native conditions: only comparisons of ids ran inside the chain);
+- *Python operators*: every operator in Python (QUANTA_NATIVE_EXEC=0).
+
+    python bench/filters.py [--runs 3]
+
+Rows per CPU second count the join's rows, the filter's input. Writes
+bench/results/filters.json and the `filters` block of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import benchlib  # bench/, the script's own folder
+
+from quanta.engine.execute import run
+from quanta.engine.operators import native
+from quanta.engine.quantum import Quantum
+from quanta.engine.sparql.compile import compile_query
+from quanta.engine.storage import open_store
+from quanta.engine.testing import shared_dir
+
+W = "http://db.uwaterloo.ca/~galuc/wsdbm/"
+JOIN = f"?u <{W}friendOf> ?f . ?f <{W}likes> ?p"
+QUERIES = {
+    "none (the join alone)": "",
+    '`?u != ?f && REGEX(STR(?p), "Product[0-9]*7$")`': '?u != ?f && REGEX(STR(?p), "Product[0-9]*7$")',
+    '`STR(?p) > "…Product5" && REGEX(STR(?u), "User[0-9]*7$")`': (
+        f'STR(?p) > "{W}Product5" && REGEX(STR(?u), "User[0-9]*7$")'
+    ),
+    '`STR(?u) < STR(?f) && REGEX(STR(?p), "7$")`': 'STR(?u) < STR(?f) && REGEX(STR(?p), "7$")',
+}
+RESULTS = Path(__file__).parent / "results" / "filters.json"
+DOC = Path(__file__).parent.parent / "docs" / "benchmarks.md"
+
+
+def timed(store: Any, query: str, runs: int) -> tuple[int, float]:
+    """(rows out, median CPU seconds) of `runs` runs."""
+    cpus, rows = [], 0
+    for _ in range(runs):
+        plan = compile_query(query, store)
+        quantum = Quantum(None)
+        plan.ctx.quantum = quantum
+        gc.collect()
+        gc.disable()
+        started = time.process_time()
+        got, done = run(plan, quantum)
+        cpus.append(time.process_time() - started)
+        gc.enable()
+        assert done
+        rows = len(got)
+    return rows, statistics.median(cpus)
+
+
+def atoms_only(op: Any, ctx: Any) -> Any:
+    """The chain's filters as before native conditions: comparisons of ids only."""
+    split = ORIGINAL(op, ctx)
+    return split if split is None or split[1] is None else None
+
+
+ORIGINAL = native.split_condition
+
+
+def measure(store: Any, runs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    join_rows = 0
+    for name, condition in QUERIES.items():
+        query = f"SELECT * WHERE {{ {JOIN} {f'FILTER({condition})' if condition else ''} }}"
+        figures: dict[str, Any] = {}
+        for mode in ("native", "Python filter", "Python operators"):
+            native.split_condition = atoms_only if mode == "Python filter" else ORIGINAL
+            os.environ[native.NATIVE_EXEC_ENV] = "0" if mode == "Python operators" else "1"
+            rows, cpu = timed(store, query, runs)
+            join_rows = join_rows or rows
+            figures[mode] = {"rows": rows, "cpu_s": round(cpu, 4), "input_rows_per_s": round(join_rows / cpu)}
+            print(f"{name}, {mode}: {rows:,} rows, {join_rows / cpu / 1e6:.2f} M input rows/s", file=sys.stderr)
+        native.split_condition = ORIGINAL
+        os.environ.pop(native.NATIVE_EXEC_ENV, None)
+        assert len({f["rows"] for f in figures.values()}) == 1, f"{name}: the modes differ"
+        out[name] = figures
+    return out
+
+
+def render(r: dict[str, Any]) -> str:
+    m = r["machine"]
+    lines = [
+        f"Produced by `python bench/filters.py{r['argv']}` on {m['date'][:10]} (git {m['git_commit'][:10]}"
+        f"{' + local changes' if m['git_dirty'] else ''}; {m['nproc']} cores, load average at start "
+        f"{m['load_average_at_start'][0]}). Raw figures: `bench/results/filters.json`.",
+        "",
+        "**FILTERs over the join** `?u wsdbm:friendOf ?f . ?f wsdbm:likes ?p` on watdiv-1m, the engine's "
+        f"`run()` at an infinite quantum (median of {r['runs']}): millions of the join's rows (the filter's "
+        "input) per CPU second, and the rows that pass.",
+        "",
+        "| FILTER | rows out | native | Python filter | Python operators | native / Python filter |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, f in r["filters"].items():
+        rate = {mode: f[mode]["input_rows_per_s"] / 1e6 for mode in f}
+        if name == next(iter(QUERIES)):  # no filter: the first two modes are one
+            lines.append(
+                f"| {name} | {f['native']['rows']:,} | {rate['native']:.2f} M | - | "
+                f"{rate['Python operators']:.2f} M | - |"
+            )
+            continue
+        lines.append(
+            f"| {name} | {f['native']['rows']:,} | {rate['native']:.2f} M | {rate['Python filter']:.2f} M | "
+            f"{rate['Python operators']:.2f} M | {rate['native'] / rate['Python filter']:.1f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    source = shared_dir() / "datasets" / "watdiv" / "watdiv-1m.hdt"
+    with tempfile.TemporaryDirectory() as work:
+        copy = Path(work) / source.name  # the native store writes its side index beside the file
+        shutil.copy(source, copy)
+        store = open_store(str(copy), name="watdiv-1m", backend="native")
+        r = {
+            "argv": "".join(f" {a}" for a in sys.argv[1:]),
+            "machine": benchlib.machine({"quanta_native": "quanta-native"}),
+            "runs": args.runs,
+            "filters": measure(store, args.runs),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(r, indent=1) + "\n")
+    benchlib.replace_block(DOC, "filters", render(r))
+    print(render(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

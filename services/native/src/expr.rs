@@ -1,0 +1,1089 @@
+//! FILTER conditions evaluated natively on rows of ids, with the semantics of
+//! `quanta.sparql.expr_values` and `expr_compile` (SPARQL 1.1 section 17):
+//! logic with errors as values, `=` `!=` `<` `<=` `>` `>=`, IN, arithmetic,
+//! the type tests, STR, LANG, DATATYPE, sameTerm, langMatches, IF,
+//! COALESCE, STRLEN, STRSTARTS, STRENDS, CONTAINS and REGEX with a constant
+//! pattern, over simple and tagged strings, booleans, xsd:integer (and its
+//! derived types) within 64 bits, xsd:float and xsd:double.
+//!
+//! What those operators meet outside that (a decimal or a dateTime compared,
+//! a 64-bit overflow, a term outside the dictionary, a regular expression
+//! past its budget) is not guessed at: the condition answers `Unknown` for
+//! that row, and the chain asks the Python evaluator, the reference, to
+//! decide it. So a condition is exact on every row, and native on the rows
+//! that make up real workloads.
+
+use crate::regexp::Regexp;
+use crate::store::Store;
+use std::sync::Arc;
+
+const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
+const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
+const XSD_BOOLEAN: &str = "http://www.w3.org/2001/XMLSchema#boolean";
+const XSD_INTEGER: &str = "http://www.w3.org/2001/XMLSchema#integer";
+const XSD_FLOAT: &str = "http://www.w3.org/2001/XMLSchema#float";
+const XSD_DOUBLE: &str = "http://www.w3.org/2001/XMLSchema#double";
+const RDF_LANGSTRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
+
+/// Decoded terms kept per chain (its rows repeat their terms), in a
+/// direct-mapped table: a lookup is an index and a comparison.
+const CACHE_TERMS: usize = 1 << 16;
+/// Results kept per memoized test (see `Expr::Memo`).
+const CACHE_TESTS: usize = 1 << 14;
+
+/// Why an expression has no value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// SPARQL's error value (a type error, an unbound variable, ...)
+    Error,
+    /// not decided natively: the reference evaluator decides the row
+    Unknown,
+}
+
+type Out<T> = Result<T, Fail>;
+
+/// A literal's value as the operators see it. Numerics are ordered by
+/// XPath's promotion rule (`rank`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    /// a known datatype with an invalid lexical form
+    Ill,
+    /// a datatype the operators don't know
+    Other,
+    Str,
+    Lang,
+    Bool(bool),
+    Int(i64),
+    /// an xsd:integer beyond 64 bits (its nearest double)
+    BigInt(f64),
+    /// its nearest double; exact decimal arithmetic is the reference's
+    Decimal(f64),
+    Float(f64),
+    Double(f64),
+    /// xsd:dateTime or xsd:date, valid or not: the reference's
+    Temporal,
+}
+
+impl Kind {
+    fn rank(self) -> u8 {
+        match self {
+            Kind::Int(_) | Kind::BigInt(_) => 4,
+            Kind::Decimal(_) => 5,
+            Kind::Float(_) => 6,
+            Kind::Double(_) => 7,
+            _ => 0,
+        }
+    }
+
+    fn numeric(self) -> bool {
+        self.rank() > 0
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Kind::Int(i) => i as f64,
+            Kind::BigInt(x) | Kind::Decimal(x) | Kind::Float(x) | Kind::Double(x) => x,
+            _ => f64::NAN,
+        }
+    }
+}
+
+/// A term of the dictionary (or a query constant), decoded once.
+#[derive(Debug)]
+pub enum Term {
+    Iri { gid: i64, text: Box<str> },
+    Blank(Box<str>),
+    Literal(Literal),
+}
+
+#[derive(Debug)]
+pub struct Literal {
+    lex: Box<str>,
+    lang: Option<Box<str>>,
+    dt: Arc<str>,
+    kind: Kind,
+}
+
+impl Term {
+    /// A term in the dictionary's syntax (`quanta.sparql.terms`): IRIs bare,
+    /// literals as `"lexical"` with `@lang` or `^^<datatype>`, `_:label`.
+    pub fn parse(text: &str, gid: i64) -> Term {
+        if let Some(rest) = text.strip_prefix('"') {
+            let end = rest.rfind('"').unwrap_or(rest.len());
+            let lex = &rest[..end];
+            let suffix = &rest[(end + 1).min(rest.len())..];
+            if let Some(lang) = suffix.strip_prefix('@').filter(|l| !l.is_empty()) {
+                return Term::Literal(Literal {
+                    lex: lex.into(),
+                    lang: Some(lang.into()),
+                    dt: RDF_LANGSTRING.into(),
+                    kind: Kind::Lang,
+                });
+            }
+            let dt = suffix
+                .strip_prefix("^^<")
+                .and_then(|d| d.strip_suffix('>'))
+                .filter(|d| *d != XSD_STRING);
+            return Term::Literal(match dt {
+                None => Literal {
+                    lex: lex.into(),
+                    lang: None,
+                    dt: XSD_STRING.into(),
+                    kind: Kind::Str,
+                },
+                Some(dt) => Literal {
+                    kind: decode(lex, dt),
+                    lex: lex.into(),
+                    lang: None,
+                    dt: dt.into(),
+                },
+            });
+        }
+        if let Some(label) = text.strip_prefix("_:") {
+            return Term::Blank(label.into());
+        }
+        Term::Iri {
+            gid,
+            text: text.into(),
+        }
+    }
+}
+
+/// The value of `lex` typed `dt` (`expr_values._decode`).
+fn decode(lex: &str, dt: &str) -> Kind {
+    let Some(local) = dt.strip_prefix(XSD) else {
+        return if dt == RDF_LANGSTRING {
+            Kind::Ill // a langString without a tag
+        } else {
+            Kind::Other
+        };
+    };
+    if let Some((low, high)) = integer_range(local) {
+        if !is_integer(lex) || lex.len() > 4000 {
+            return Kind::Ill;
+        }
+        return match lex.parse::<i128>() {
+            Ok(i) if low.is_some_and(|l| i < l) || high.is_some_and(|h| i > h) => Kind::Ill,
+            Ok(i) => i64::try_from(i).map_or(Kind::BigInt(i as f64), Kind::Int),
+            // beyond 128 bits: in range only for a type unbounded on that side
+            Err(_)
+                if if lex.starts_with('-') {
+                    low.is_none()
+                } else {
+                    high.is_none()
+                } =>
+            {
+                Kind::BigInt(lex.parse().unwrap_or(0.0))
+            }
+            Err(_) => Kind::Ill,
+        };
+    }
+    match local {
+        "decimal" if is_decimal(lex) => Kind::Decimal(lex.parse().unwrap_or(f64::NAN)),
+        "double" | "float" => match parse_double(lex) {
+            Some(x) if local == "double" => Kind::Double(x),
+            Some(x) => Kind::Float(x as f32 as f64),
+            None => Kind::Ill,
+        },
+        "boolean" => match lex {
+            "true" | "1" => Kind::Bool(true),
+            "false" | "0" => Kind::Bool(false),
+            _ => Kind::Ill,
+        },
+        "dateTime" | "date" => Kind::Temporal,
+        "decimal" => Kind::Ill,
+        _ => Kind::Other,
+    }
+}
+
+/// The value range of xsd:integer and its derived types (None: unbounded).
+fn integer_range(local: &str) -> Option<(Option<i128>, Option<i128>)> {
+    Some(match local {
+        "integer" => (None, None),
+        "nonPositiveInteger" => (None, Some(0)),
+        "negativeInteger" => (None, Some(-1)),
+        "nonNegativeInteger" => (Some(0), None),
+        "positiveInteger" => (Some(1), None),
+        "long" => (Some(i64::MIN as i128), Some(i64::MAX as i128)),
+        "int" => (Some(i32::MIN as i128), Some(i32::MAX as i128)),
+        "short" => (Some(i16::MIN as i128), Some(i16::MAX as i128)),
+        "byte" => (Some(-128), Some(127)),
+        "unsignedLong" => (Some(0), Some(u64::MAX as i128)),
+        "unsignedInt" => (Some(0), Some(u32::MAX as i128)),
+        "unsignedShort" => (Some(0), Some(u16::MAX as i128)),
+        "unsignedByte" => (Some(0), Some(255)),
+        _ => return None,
+    })
+}
+
+fn digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn unsigned(s: &str) -> &str {
+    s.strip_prefix(['+', '-']).unwrap_or(s)
+}
+
+/// `[+-]?[0-9]+`
+fn is_integer(lex: &str) -> bool {
+    digits(unsigned(lex))
+}
+
+/// `[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)`
+fn is_decimal(lex: &str) -> bool {
+    match unsigned(lex).split_once('.') {
+        None => digits(unsigned(lex)),
+        Some((int, frac)) => {
+            (digits(int) && (frac.is_empty() || digits(frac))) || (int.is_empty() && digits(frac))
+        }
+    }
+}
+
+/// xsd:double's lexical space (`expr_values.DOUBLE_RE`), parsed.
+fn parse_double(lex: &str) -> Option<f64> {
+    match lex {
+        "NaN" => return Some(f64::NAN),
+        "INF" | "+INF" => return Some(f64::INFINITY),
+        "-INF" => return Some(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let mantissa = match lex.find(['e', 'E']) {
+        Some(i) => {
+            if !is_integer(&lex[i + 1..]) {
+                return None;
+            }
+            &lex[..i]
+        }
+        None => lex,
+    };
+    if !is_decimal(mantissa) {
+        return None;
+    }
+    lex.parse().ok()
+}
+
+/// A value while an expression is evaluated.
+#[derive(Clone, Debug)]
+pub enum Val {
+    Term(Arc<Term>),
+    /// STR(term): the IRI or the lexical form, as a simple literal
+    Str(Arc<Term>),
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Double(f64),
+    /// a computed simple literal (LANG)
+    Text(Arc<str>),
+    /// a computed IRI (DATATYPE)
+    Iri(Arc<str>),
+}
+
+/// A literal's parts; `lex` is None for a computed number (its canonical
+/// form is the reference's to write).
+struct Lit<'a> {
+    lex: Option<&'a str>,
+    lang: Option<&'a str>,
+    dt: &'a str,
+    kind: Kind,
+}
+
+impl<'a> Lit<'a> {
+    fn lex(&self) -> Out<&'a str> {
+        self.lex.ok_or(Fail::Unknown)
+    }
+
+    /// A simple literal, xsd:string or language-tagged (`text_arg`).
+    fn text(self) -> Out<Self> {
+        match self.kind {
+            Kind::Str | Kind::Lang => Ok(self),
+            _ => Err(Fail::Error),
+        }
+    }
+}
+
+fn simple(lex: &str) -> Lit<'_> {
+    Lit {
+        lex: Some(lex),
+        lang: None,
+        dt: XSD_STRING,
+        kind: Kind::Str,
+    }
+}
+
+impl Val {
+    fn literal(&self) -> Option<Lit<'_>> {
+        Some(match self {
+            Val::Term(t) => match &**t {
+                Term::Literal(l) => Lit {
+                    lex: Some(&l.lex),
+                    lang: l.lang.as_deref(),
+                    dt: &l.dt,
+                    kind: l.kind,
+                },
+                _ => return None,
+            },
+            Val::Str(t) => simple(match &**t {
+                Term::Literal(l) => &l.lex,
+                Term::Iri { text, .. } => text,
+                Term::Blank(label) => label, // never made: STR of a blank node is an error
+            }),
+            Val::Text(s) => simple(s),
+            Val::Bool(b) => Lit {
+                lex: Some(if *b { "true" } else { "false" }),
+                lang: None,
+                dt: XSD_BOOLEAN,
+                kind: Kind::Bool(*b),
+            },
+            Val::Int(i) => number(XSD_INTEGER, Kind::Int(*i)),
+            Val::Float(x) => number(XSD_FLOAT, Kind::Float(*x)),
+            Val::Double(x) => number(XSD_DOUBLE, Kind::Double(*x)),
+            Val::Iri(_) => return None,
+        })
+    }
+
+    fn iri(&self) -> Option<(i64, &str)> {
+        match self {
+            Val::Term(t) => match &**t {
+                Term::Iri { gid, text } => Some((*gid, text)),
+                _ => None,
+            },
+            Val::Iri(text) => Some((0, text)),
+            _ => None,
+        }
+    }
+
+    fn blank(&self) -> Option<&str> {
+        match self {
+            Val::Term(t) => match &**t {
+                Term::Blank(label) => Some(label),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+fn number(dt: &str, kind: Kind) -> Lit<'_> {
+    Lit {
+        lex: None,
+        lang: None,
+        dt,
+        kind,
+    }
+}
+
+/// Effective boolean value (17.2.2).
+fn ebv(v: &Val) -> Out<bool> {
+    let Some(l) = v.literal() else {
+        return Err(Fail::Error);
+    };
+    match l.kind {
+        Kind::Bool(b) => Ok(b),
+        Kind::Str | Kind::Lang => Ok(!l.lex()?.is_empty()),
+        Kind::Int(i) => Ok(i != 0),
+        Kind::BigInt(_) => Ok(true),
+        // exact: a decimal is zero when no digit is (its double may underflow)
+        Kind::Decimal(_) => Ok(l.lex()?.bytes().any(|b| (b'1'..=b'9').contains(&b))),
+        Kind::Float(x) | Kind::Double(x) => Ok(!(x == 0.0 || x.is_nan())),
+        Kind::Ill if l.dt == XSD_BOOLEAN || is_numeric_datatype(l.dt) => Ok(false),
+        _ => Err(Fail::Error),
+    }
+}
+
+fn is_numeric_datatype(dt: &str) -> bool {
+    dt.strip_prefix(XSD).is_some_and(|local| {
+        integer_range(local).is_some() || matches!(local, "decimal" | "float" | "double")
+    })
+}
+
+fn lang_eq(a: &str, b: &str) -> Out<bool> {
+    if a.is_ascii() && b.is_ascii() {
+        Ok(a.eq_ignore_ascii_case(b))
+    } else {
+        Err(Fail::Unknown) // Unicode case folding is the reference's
+    }
+}
+
+/// RDF term identity; language tags are case-insensitive.
+fn same_term(a: &Val, b: &Val) -> Out<bool> {
+    if let Some(x) = a.literal() {
+        let Some(y) = b.literal() else {
+            return Ok(false);
+        };
+        if x.dt != y.dt || x.lex()? != y.lex()? {
+            return Ok(false);
+        }
+        return match (x.lang, y.lang) {
+            (Some(p), Some(q)) => lang_eq(p, q),
+            _ => Ok(true),
+        };
+    }
+    if let Some((g, x)) = a.iri() {
+        return Ok(match b.iri() {
+            Some((h, _)) if g > 0 && h > 0 => g == h, // one dictionary: one id a term
+            Some((_, y)) => x == y,
+            None => false,
+        });
+    }
+    Ok(matches!((a.blank(), b.blank()), (Some(x), Some(y)) if x == y))
+}
+
+/// Both numerics in their common type, as doubles; Unknown when that type is
+/// xsd:integer or xsd:decimal beyond what 64-bit integers decide exactly.
+fn promote(a: Kind, b: Kind) -> Out<Promoted> {
+    if let (Kind::Int(x), Kind::Int(y)) = (a, b) {
+        return Ok(Promoted::Int(x, y));
+    }
+    let rank = a.rank().max(b.rank());
+    if rank < 6 {
+        return Err(Fail::Unknown);
+    }
+    let (x, y) = (a.as_f64(), b.as_f64());
+    Ok(if rank == 6 {
+        Promoted::Float(x as f32 as f64, y as f32 as f64)
+    } else {
+        Promoted::Double(x, y)
+    })
+}
+
+enum Promoted {
+    Int(i64, i64),
+    Float(f64, f64),
+    Double(f64, f64),
+}
+
+/// `=` (`expr_values.equal`).
+fn equal(a: &Val, b: &Val) -> Out<bool> {
+    let (Some(x), Some(y)) = (a.literal(), b.literal()) else {
+        return same_term(a, b);
+    };
+    let (ka, kb) = (x.kind, y.kind);
+    if matches!(ka, Kind::Temporal) || matches!(kb, Kind::Temporal) {
+        return Err(Fail::Unknown);
+    }
+    if ka.numeric() && kb.numeric() {
+        return Ok(match promote(ka, kb)? {
+            Promoted::Int(p, q) => p == q,
+            Promoted::Float(p, q) | Promoted::Double(p, q) => p == q,
+        });
+    }
+    match (ka, kb) {
+        (Kind::Str, Kind::Str) => Ok(x.lex()? == y.lex()?),
+        (Kind::Lang, Kind::Lang) => {
+            Ok(x.lex()? == y.lex()? && lang_eq(x.lang.unwrap_or(""), y.lang.unwrap_or(""))?)
+        }
+        (Kind::Bool(p), Kind::Bool(q)) => Ok(p == q),
+        (Kind::Ill | Kind::Other, _) | (_, Kind::Ill | Kind::Other) => {
+            if x.lex()? == y.lex()? && x.dt == y.dt {
+                Ok(true)
+            } else if ka == Kind::Lang || kb == Kind::Lang {
+                Ok(false)
+            } else {
+                Err(Fail::Error)
+            }
+        }
+        _ => Ok(false),
+    }
+}
+
+/// The order of two values for `<` and its kin: Some(ordering), None when a
+/// NaN makes them unordered (every comparison false).
+fn compare(a: &Val, b: &Val) -> Out<Option<std::cmp::Ordering>> {
+    let (Some(x), Some(y)) = (a.literal(), b.literal()) else {
+        return Err(Fail::Error);
+    };
+    let (ka, kb) = (x.kind, y.kind);
+    if ka.numeric() && kb.numeric() {
+        return Ok(match promote(ka, kb)? {
+            Promoted::Int(p, q) => Some(p.cmp(&q)),
+            Promoted::Float(p, q) | Promoted::Double(p, q) => p.partial_cmp(&q),
+        });
+    }
+    match (ka, kb) {
+        (Kind::Temporal, Kind::Temporal) => Err(Fail::Unknown),
+        (Kind::Str, Kind::Str) => Ok(Some(x.lex()?.cmp(y.lex()?))),
+        (Kind::Bool(p), Kind::Bool(q)) => Ok(Some(p.cmp(&q))),
+        _ => Err(Fail::Error),
+    }
+}
+
+/// Argument compatibility (17.4.3.1.1): the second's tag, if any, is the first's.
+fn compatible<'a>(a: &'a Val, b: &'a Val) -> Out<(&'a str, &'a str)> {
+    let x = a.literal().ok_or(Fail::Error)?.text()?;
+    let y = b.literal().ok_or(Fail::Error)?.text()?;
+    if let Some(tag) = y.lang {
+        if !lang_eq(x.lang.ok_or(Fail::Error)?, tag)? {
+            return Err(Fail::Error);
+        }
+    }
+    Ok((x.lex()?, y.lex()?))
+}
+
+/// Functions by their number in `quanta.plan.v1.Function`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    Or = 1,
+    And = 2,
+    Not = 3,
+    Eq = 4,
+    Ne = 5,
+    Lt = 6,
+    Le = 7,
+    Gt = 8,
+    Ge = 9,
+    In = 10,
+    NotIn = 11,
+    Add = 12,
+    Sub = 13,
+    Mul = 14,
+    Div = 15,
+    Neg = 16,
+    Pos = 17,
+    IsIri = 21,
+    IsBlank = 22,
+    IsLiteral = 23,
+    IsNumeric = 24,
+    Str = 25,
+    Lang = 26,
+    Datatype = 27,
+    SameTerm = 32,
+    LangMatches = 33,
+    If = 34,
+    Coalesce = 35,
+    Strlen = 40,
+    Strstarts = 44,
+    Strends = 45,
+    Contains = 46,
+}
+
+impl Func {
+    pub fn from_number(n: u32) -> Option<Func> {
+        use Func::*;
+        const ALL: [Func; 32] = [
+            Or,
+            And,
+            Not,
+            Eq,
+            Ne,
+            Lt,
+            Le,
+            Gt,
+            Ge,
+            In,
+            NotIn,
+            Add,
+            Sub,
+            Mul,
+            Div,
+            Neg,
+            Pos,
+            IsIri,
+            IsBlank,
+            IsLiteral,
+            IsNumeric,
+            Str,
+            Lang,
+            Datatype,
+            SameTerm,
+            LangMatches,
+            If,
+            Coalesce,
+            Strlen,
+            Strstarts,
+            Strends,
+            Contains,
+        ];
+        ALL.into_iter().find(|f| *f as u32 == n)
+    }
+
+    /// Whether its value is a boolean computed as a test.
+    fn is_test(self) -> bool {
+        use Func::*;
+        !matches!(
+            self,
+            Add | Sub | Mul | Div | Neg | Pos | Str | Lang | Datatype | Strlen | If | Coalesce
+        )
+    }
+
+    /// Arguments it takes: (least, most).
+    fn arity(self) -> (usize, usize) {
+        use Func::*;
+        match self {
+            Or | And | Coalesce => (0, usize::MAX),
+            In | NotIn => (1, usize::MAX),
+            Not | Neg | Pos | IsIri | IsBlank | IsLiteral | IsNumeric | Str | Lang | Datatype
+            | Strlen => (1, 1),
+            If => (3, 3),
+            _ => (2, 2),
+        }
+    }
+}
+
+/// A compiled expression.
+pub enum Expr {
+    Var(usize),
+    /// a constant, or None for an error (an unbound variable out of scope)
+    Const(Option<Val>),
+    Bound(usize),
+    Call(Func, Vec<Expr>),
+    /// REGEX(text, constant pattern and flags)
+    Regex(Box<Expr>, Arc<Regexp>),
+    /// a test of one variable, its results kept by the variable's id
+    /// (`Terms::memos[table]`): a regular expression runs once per term
+    Memo {
+        slot: usize,
+        test: Box<Expr>,
+        table: usize,
+    },
+}
+
+impl Expr {
+    pub fn call(f: Func, args: Vec<Expr>) -> Result<Expr, String> {
+        let (low, high) = f.arity();
+        if args.len() < low || args.len() > high {
+            return Err(format!("{f:?} with {} arguments", args.len()));
+        }
+        Ok(Expr::Call(f, args))
+    }
+
+    pub fn constant(text: &str, gid: i64) -> Expr {
+        Expr::Const(Some(Val::Term(Arc::new(Term::parse(text, gid)))))
+    }
+
+    /// The highest slot the expression reads, if any.
+    pub fn max_slot(&self) -> Option<usize> {
+        let mut slots = Vec::new();
+        self.slots(&mut slots);
+        slots.into_iter().max()
+    }
+
+    fn slots(&self, out: &mut Vec<usize>) {
+        match self {
+            Expr::Var(s) | Expr::Bound(s) => out.push(*s),
+            Expr::Const(_) => {}
+            Expr::Call(_, args) => args.iter().for_each(|a| a.slots(out)),
+            Expr::Regex(text, _) | Expr::Memo { test: text, .. } => text.slots(out),
+        }
+    }
+
+    /// The expression with its largest tests of a single variable memoized
+    /// (tables numbered from `terms.memos.len()`).
+    pub fn memoized(self, terms: &mut Terms) -> Expr {
+        let mut slots = Vec::new();
+        self.slots(&mut slots);
+        slots.sort_unstable();
+        slots.dedup();
+        let test = match &self {
+            Expr::Regex(..) => true,
+            Expr::Call(f, _) => f.is_test(),
+            _ => false,
+        };
+        if test && slots.len() == 1 {
+            terms.memos.push(vec![(0, 0); CACHE_TESTS]);
+            return Expr::Memo {
+                slot: slots[0],
+                test: Box::new(self),
+                table: terms.memos.len() - 1,
+            };
+        }
+        match self {
+            Expr::Call(f, args) => {
+                Expr::Call(f, args.into_iter().map(|a| a.memoized(terms)).collect())
+            }
+            other => other,
+        }
+    }
+}
+
+/// Decodes the terms a row's ids stand for, keeping the latest ones; and
+/// the memoized tests' results.
+pub struct Terms {
+    cache: Vec<Option<(i64, Arc<Term>)>>,
+    buf: Vec<u8>,
+    /// per memoized test: (id, 1 + result code) by the id's hash; 0 is empty
+    memos: Vec<Vec<(i64, u8)>>,
+}
+
+impl Default for Terms {
+    fn default() -> Self {
+        Terms {
+            cache: vec![None; CACHE_TERMS],
+            buf: Vec::new(),
+            memos: Vec::new(),
+        }
+    }
+}
+
+/// A table position for `gid` (Fibonacci hashing).
+#[inline]
+fn position(gid: i64, size: usize) -> usize {
+    ((gid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (size - 1)
+}
+
+impl Terms {
+    fn get(&mut self, store: &Store, gid: i64) -> Out<Arc<Term>> {
+        let at = position(gid, CACHE_TERMS);
+        if let Some((g, t)) = &self.cache[at] {
+            if *g == gid {
+                return Ok(t.clone());
+            }
+        }
+        if gid < 0 {
+            return Err(Fail::Unknown); // a computed term: the reference's term table holds it
+        }
+        self.buf.clear();
+        store
+            .extract_into(gid as u64, &mut self.buf)
+            .map_err(|_| Fail::Unknown)?;
+        let text = std::str::from_utf8(&self.buf).map_err(|_| Fail::Unknown)?;
+        let term = Arc::new(Term::parse(text, gid));
+        self.cache[at] = Some((gid, term.clone()));
+        Ok(term)
+    }
+}
+
+/// Evaluates expressions on rows.
+pub struct Eval<'a> {
+    pub store: &'a Store,
+    pub terms: &'a mut Terms,
+    pub row: &'a [i64],
+}
+
+impl Eval<'_> {
+    /// The condition's effective boolean value: Ok(false) for an error.
+    pub fn test(&mut self, e: &Expr) -> Out<bool> {
+        match self.truth(e) {
+            Err(Fail::Error) => Ok(false),
+            other => other,
+        }
+    }
+
+    fn truth(&mut self, e: &Expr) -> Out<bool> {
+        match e {
+            Expr::Call(f, args) => self.truth_of_call(*f, args),
+            Expr::Bound(slot) => Ok(self.row[*slot] != 0),
+            Expr::Regex(text, re) => {
+                let v = self.value(text)?;
+                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                re.is_match(l.lex()?).map_err(|_| Fail::Unknown) // past its budget: the reference fails the query
+            }
+            Expr::Memo { slot, test, table } => {
+                let gid = self.row[*slot];
+                let at = position(gid, CACHE_TESTS);
+                let (g, code) = self.terms.memos[*table][at];
+                if g == gid && code != 0 {
+                    return [Ok(false), Ok(true), Err(Fail::Error)][code as usize - 1];
+                }
+                let result = self.truth(test);
+                let code = match result {
+                    Ok(false) => 1,
+                    Ok(true) => 2,
+                    Err(Fail::Error) => 3,
+                    Err(Fail::Unknown) => return result,
+                };
+                self.terms.memos[*table][at] = (gid, code);
+                result
+            }
+            _ => ebv(&self.value(e)?),
+        }
+    }
+
+    fn truth_of_call(&mut self, f: Func, args: &[Expr]) -> Out<bool> {
+        use Func::*;
+        match f {
+            Or | And => {
+                let decisive = f == Or;
+                let mut error = false;
+                for a in args {
+                    match self.truth(a) {
+                        Ok(r) if r == decisive => return Ok(decisive),
+                        Ok(_) => {}
+                        Err(Fail::Error) => error = true,
+                        Err(Fail::Unknown) => return Err(Fail::Unknown),
+                    }
+                }
+                if error {
+                    Err(Fail::Error)
+                } else {
+                    Ok(!decisive)
+                }
+            }
+            Not => Ok(!self.truth(&args[0])?),
+            Eq | Ne => {
+                let (x, y) = self.pair(args)?;
+                Ok(equal(&x, &y)? == (f == Eq))
+            }
+            Lt | Le | Gt | Ge => {
+                let (x, y) = self.pair(args)?;
+                use std::cmp::Ordering::*;
+                Ok(match compare(&x, &y)? {
+                    None => false,
+                    Some(o) => match f {
+                        Lt => o == Less,
+                        Le => o != Greater,
+                        Gt => o == Greater,
+                        _ => o != Less,
+                    },
+                })
+            }
+            In | NotIn => {
+                let x = self.value(&args[0])?;
+                let mut error = false;
+                for option in &args[1..] {
+                    match self.value(option).and_then(|y| equal(&x, &y)) {
+                        Ok(true) => return Ok(f == In),
+                        Ok(false) => {}
+                        Err(Fail::Error) => error = true,
+                        Err(Fail::Unknown) => return Err(Fail::Unknown),
+                    }
+                }
+                if error {
+                    Err(Fail::Error)
+                } else {
+                    Ok(f == NotIn)
+                }
+            }
+            IsIri | IsBlank | IsLiteral | IsNumeric => {
+                let v = self.value(&args[0])?;
+                Ok(match f {
+                    IsIri => v.iri().is_some(),
+                    IsBlank => v.blank().is_some(),
+                    IsLiteral => v.literal().is_some(),
+                    _ => v.literal().is_some_and(|l| l.kind.numeric()),
+                })
+            }
+            SameTerm => {
+                let (x, y) = self.pair(args)?;
+                same_term(&x, &y)
+            }
+            LangMatches => {
+                let (x, y) = self.pair(args)?;
+                let tag = x
+                    .literal()
+                    .filter(|l| l.kind == Kind::Str)
+                    .ok_or(Fail::Error)?;
+                let range = y
+                    .literal()
+                    .filter(|l| l.kind == Kind::Str)
+                    .ok_or(Fail::Error)?;
+                let (tag, range) = (tag.lex()?, range.lex()?);
+                if !tag.is_ascii() || !range.is_ascii() {
+                    return Err(Fail::Unknown);
+                }
+                let (tag, range) = (tag.to_ascii_lowercase(), range.to_ascii_lowercase());
+                Ok(if range == "*" {
+                    !tag.is_empty()
+                } else {
+                    tag == range
+                        || tag
+                            .strip_prefix(range.as_str())
+                            .is_some_and(|rest| rest.starts_with('-'))
+                })
+            }
+            Strstarts | Strends | Contains => {
+                let (x, y) = self.pair(args)?;
+                let (x, y) = compatible(&x, &y)?;
+                Ok(match f {
+                    Strstarts => x.starts_with(y),
+                    Strends => x.ends_with(y),
+                    _ => x.contains(y),
+                })
+            }
+            _ => ebv(&self.value_of_call(f, args)?),
+        }
+    }
+
+    fn pair(&mut self, args: &[Expr]) -> Out<(Val, Val)> {
+        let x = self.value(&args[0])?;
+        Ok((x, self.value(&args[1])?))
+    }
+
+    pub fn value(&mut self, e: &Expr) -> Out<Val> {
+        match e {
+            Expr::Var(slot) => match self.row[*slot] {
+                0 => Err(Fail::Error),
+                gid => Ok(Val::Term(self.terms.get(self.store, gid)?)),
+            },
+            Expr::Const(v) => v.clone().ok_or(Fail::Error),
+            Expr::Call(f, args) => self.value_of_call(*f, args),
+            Expr::Bound(_) | Expr::Regex(..) | Expr::Memo { .. } => self.truth(e).map(Val::Bool),
+        }
+    }
+
+    fn value_of_call(&mut self, f: Func, args: &[Expr]) -> Out<Val> {
+        use Func::*;
+        match f {
+            Add | Sub | Mul | Div => {
+                let (x, y) = self.pair(args)?;
+                arithmetic(f, &x, &y)
+            }
+            Neg | Pos => {
+                let x = self.value(&args[0])?;
+                let l = x
+                    .literal()
+                    .filter(|l| l.kind.numeric())
+                    .ok_or(Fail::Error)?;
+                let sign = if f == Neg { -1.0 } else { 1.0 };
+                match l.kind {
+                    Kind::Int(i) if f == Neg => i.checked_neg().map(Val::Int).ok_or(Fail::Unknown),
+                    Kind::Int(i) => Ok(Val::Int(i)),
+                    Kind::Float(v) => Ok(Val::Float(sign * v)),
+                    Kind::Double(v) => Ok(Val::Double(sign * v)),
+                    _ => Err(Fail::Unknown), // decimal and big integer results
+                }
+            }
+            Str => {
+                let v = self.value(&args[0])?;
+                match &v {
+                    Val::Term(t) => match &**t {
+                        Term::Blank(_) => Err(Fail::Error),
+                        Term::Literal(l) if l.kind == Kind::Str => Ok(v.clone()),
+                        _ => Ok(Val::Str(t.clone())),
+                    },
+                    Val::Str(_) | Val::Text(_) => Ok(v),
+                    Val::Bool(b) => Ok(Val::Text(if *b { "true" } else { "false" }.into())),
+                    Val::Iri(text) => Ok(Val::Text(text.clone())),
+                    _ => Err(Fail::Unknown), // a computed number's canonical form
+                }
+            }
+            Lang => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?;
+                Ok(Val::Text(l.lang.unwrap_or("").into()))
+            }
+            Datatype => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?;
+                Ok(Val::Iri(l.dt.into()))
+            }
+            Strlen => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                Ok(Val::Int(l.lex()?.chars().count() as i64))
+            }
+            If => {
+                if self.truth(&args[0])? {
+                    self.value(&args[1])
+                } else {
+                    self.value(&args[2])
+                }
+            }
+            Coalesce => {
+                for a in args {
+                    match self.value(a) {
+                        Err(Fail::Error) => {}
+                        other => return other,
+                    }
+                }
+                Err(Fail::Error)
+            }
+            _ => self.truth_of_call(f, args).map(Val::Bool),
+        }
+    }
+}
+
+/// Arithmetic on numerics (`expr_values.arithmetic`); decimal results (any
+/// division of integers) are the reference's.
+fn arithmetic(f: Func, a: &Val, b: &Val) -> Out<Val> {
+    let (Some(x), Some(y)) = (a.literal(), b.literal()) else {
+        return Err(Fail::Error);
+    };
+    if !x.kind.numeric() || !y.kind.numeric() {
+        return Err(Fail::Error);
+    }
+    let float = |p: f64, q: f64| match f {
+        Func::Add => p + q,
+        Func::Sub => p - q,
+        Func::Mul => p * q,
+        _ => p / q, // IEEE division: what `_float_divide` spells out
+    };
+    match promote(x.kind, y.kind)? {
+        Promoted::Int(p, q) => match f {
+            Func::Add => p.checked_add(q),
+            Func::Sub => p.checked_sub(q),
+            Func::Mul => p.checked_mul(q),
+            _ => None,
+        }
+        .map(Val::Int)
+        .ok_or(Fail::Unknown),
+        Promoted::Float(p, q) => Ok(Val::Float(float(p, q) as f32 as f64)),
+        Promoted::Double(p, q) => Ok(Val::Double(float(p, q))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(text: &str) -> Val {
+        Val::Term(Arc::new(Term::parse(text, 0)))
+    }
+
+    #[test]
+    fn decodes_the_dictionary_syntax() {
+        assert!(matches!(
+            lit("\"12\"^^<http://www.w3.org/2001/XMLSchema#integer>")
+                .literal()
+                .unwrap()
+                .kind,
+            Kind::Int(12)
+        ));
+        assert!(
+            matches!(lit("\"1.5e0\"^^<http://www.w3.org/2001/XMLSchema#double>").literal().unwrap().kind, Kind::Double(x) if x == 1.5)
+        );
+        assert!(matches!(
+            lit("\"abc\"^^<http://www.w3.org/2001/XMLSchema#integer>")
+                .literal()
+                .unwrap()
+                .kind,
+            Kind::Ill
+        ));
+        assert!(matches!(
+            lit("\"300\"^^<http://www.w3.org/2001/XMLSchema#byte>")
+                .literal()
+                .unwrap()
+                .kind,
+            Kind::Ill
+        ));
+        assert!(matches!(
+            lit("\"say \"hi\"\"@en").literal().unwrap().kind,
+            Kind::Lang
+        ));
+        assert_eq!(
+            lit("\"say \"hi\"\"@en").literal().unwrap().lex,
+            Some("say \"hi\"")
+        );
+        assert!(lit("http://x").iri().is_some());
+        assert!(lit("_:b1").blank().is_some());
+    }
+
+    #[test]
+    fn compares_with_promotion_and_errors() {
+        let int = lit("\"2\"^^<http://www.w3.org/2001/XMLSchema#integer>");
+        let dbl = lit("\"2.0\"^^<http://www.w3.org/2001/XMLSchema#double>");
+        let dec = lit("\"2.0\"^^<http://www.w3.org/2001/XMLSchema#decimal>");
+        assert_eq!(equal(&int, &dbl), Ok(true));
+        assert_eq!(equal(&int, &dec), Err(Fail::Unknown));
+        assert_eq!(equal(&lit("\"a\""), &int), Ok(false));
+        assert_eq!(compare(&lit("\"a\""), &int), Err(Fail::Error));
+        let other = lit("\"x\"^^<http://example.org/t>");
+        assert_eq!(
+            equal(&other, &lit("\"y\"^^<http://example.org/t>")),
+            Err(Fail::Error)
+        );
+        assert_eq!(equal(&other, &lit("\"x\"@en")), Ok(false));
+        let nan = lit("\"NaN\"^^<http://www.w3.org/2001/XMLSchema#double>");
+        assert_eq!(compare(&nan, &dbl), Ok(None));
+        assert_eq!(equal(&nan, &nan), Ok(false));
+    }
+
+    #[test]
+    fn the_lexical_spaces() {
+        assert!(is_decimal("1.") && is_decimal(".5") && is_decimal("-0.50") && !is_decimal("."));
+        assert!(!is_decimal("1e3") && !is_integer("+") && is_integer("+7"));
+        assert_eq!(parse_double("1e3"), Some(1000.0));
+        assert_eq!(parse_double("-INF"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_double("inf"), None);
+        assert_eq!(parse_double("1e"), None);
+    }
+}
