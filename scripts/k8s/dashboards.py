@@ -109,6 +109,11 @@ PREEMPTION = {
                 )
             ],
         ),
+        (
+            "Progress estimate error at completion (estimated fraction - time elapsed)",
+            "percentunit",
+            quantiles("quanta_progress_estimate_error", (0.05, 0.5, 0.95)),
+        ),
     ],
 }
 

@@ -150,6 +150,9 @@ def test_a_query_shows_all_its_results(watched: Watched, module_service, shots: 
     assert figure(page, "rows") == 4912
     assert figure(page, "quanta") == tasks_queued(module_service.redis.url) - before > 4912 // 40
     assert page.text_content("#worker") in ("e2e-worker-0", "e2e-worker-1")
+    # the progress bar at its end: all done, no time left
+    assert page.text_content("#percent") == "100%" and page.text_content("#left") == "0.0 s"
+    assert page.eval_on_selector("#done", "bar => bar.value") == 1
     assert "4912 results" in (page.text_content(".yasr_response_chip") or "")
     assert page.locator(".yasr table.dataTable tbody tr").count() == 50  # a page of the table
     assert page.is_visible(".yasr_downloadIcon")
@@ -168,6 +171,12 @@ def test_progress_moves_and_cancel_stops_the_query(watched: Watched, module_serv
     page.click("#run")
     wait_until(lambda: figure(page, "quanta") >= 150, "150 quanta")
     assert page.text_content("#state") == "running" and figure(page, "rows") > 0
+    # the progress bar: a fraction done under 100%, and a time left (the stream's progress and eta_ms)
+    done = page.eval_on_selector("#done", "bar => bar.value")
+    percent = re.fullmatch(r"(\d+(?:\.\d)?)%", page.text_content("#percent") or "")
+    assert 0 < done < 1 and percent is not None and float(percent.group(1)) < 100, (done, percent)
+    left = page.text_content("#left") or ""
+    assert re.fullmatch(r"[\d.]+ s|\d+ min \d+ s|\d+ h \d+ min", left), left
     expect(page.locator(".yasr table.dataTable tbody tr").first).to_be_visible()
     page.screenshot(path=shots / "query-page-running.png")
     disconnected = metric(module_service.url, DISCONNECTED)

@@ -23,6 +23,8 @@ ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         Token(Kind.VALUE, "x" * 64, b""),
         Token(Kind.VALUE, "watdiv", b"plan", graph="http://example.org/graphs/é"),
         Token(Kind.QUERY, "d", b"ASK {}", graph="http://g" + "x" * 300),
+        Token(Kind.VALUE, "watdiv", b"plan", elapsed_ms=0),
+        Token(Kind.REFERENCE, "watdiv", b"ref", graph="http://g", elapsed_ms=(1 << 32) - 1),
     ],
 )
 def test_round_trip(token: Token) -> None:
@@ -108,3 +110,17 @@ def test_a_token_binds_its_graph() -> None:
     forged = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
     with pytest.raises(InvalidToken):
         signer.verify(forged)
+
+
+def test_the_elapsed_time_is_signed_and_saturates() -> None:
+    """A /v1 token carries the service's time on the query (for the page's eta_ms): changing it
+    breaks the signature; past 2^32 - 1 ms it stays there."""
+    signer = Signer([K1])
+    raw = bytearray(base64.urlsafe_b64decode(signer.sign(Token(Kind.VALUE, "d", b"plan", elapsed_ms=258)) + "=="))
+    at = raw.index(b"plan") - 4
+    assert raw[0] == 3 and raw[at : at + 4] == (258).to_bytes(4, "big")
+    raw[at + 3] = 3
+    with pytest.raises(InvalidToken):
+        signer.verify(base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode())
+    assert signer.verify(signer.sign(Token(Kind.VALUE, "d", b"p", elapsed_ms=1 << 40))).elapsed_ms == (1 << 32) - 1
+    assert signer.verify(signer.sign(Token(Kind.VALUE, "d", b"p"))).elapsed_ms is None  # versions 1 and 2: none

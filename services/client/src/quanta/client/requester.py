@@ -31,6 +31,7 @@ class RequestEvent:
     bytes: int
     stats: Mapping[str, Any] = field(default_factory=dict)
     request: SubRequest | None = None
+    next: str | None = None  # the page's `next` ("ok" only): the request that continues this server query sends it
 
 
 OnRequest = Callable[[RequestEvent], None]
@@ -104,7 +105,7 @@ class Requester:
                 attempt += 1
                 continue
             self.bytes += page.bytes
-            self._report(request, "ok", started, page.bytes, page.stats)
+            self._report(request, "ok", started, page.bytes, page.stats, page.next)
             return page
 
     async def pages(self, request: SubRequest) -> AsyncIterator[SubPage]:
@@ -117,7 +118,10 @@ class Requester:
                 return
             request = request.resumed(page.next)
 
-    def _report(self, request: SubRequest, status: str, started: float, size: int, stats: Mapping[str, Any]) -> None:
+    def _report(
+        self, request: SubRequest, status: str, started: float, size: int, stats: Mapping[str, Any],
+        next: str | None = None,
+    ) -> None:  # fmt: skip
         if self.on_request is not None:
             elapsed = time.perf_counter() - started
-            self.on_request(RequestEvent(self.name, status, elapsed, size, stats, request))
+            self.on_request(RequestEvent(self.name, status, elapsed, size, stats, request, next))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 from xml.sax.saxutils import quoteattr
 
+from quanta.engine import progress
 from quanta.engine.context import _unbounded
 from quanta.engine.operators.native import NativeChain
 from quanta.engine.plan import ASK, Plan
@@ -35,7 +36,7 @@ Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, No
 
 @dataclass(slots=True)
 class Stats:
-    """Milliseconds, except plan_bytes. Parse/resume/suspend are not part of
+    """Milliseconds, except plan_bytes and progress. Parse/resume/suspend are not part of
     the quantum (as in the paper)."""
 
     parse_ms: float = 0.0
@@ -44,6 +45,7 @@ class Stats:
     suspend_ms: float = 0.0
     overshoot_ms: float = 0.0
     plan_bytes: int = 0
+    progress: float = 0.0  # the estimated fraction of the query done (quanta.engine.progress); 1.0 when complete
 
 
 class Page:
@@ -145,6 +147,9 @@ def _execute(
         saved_next = plan.save()
         stats.suspend_ms = _ms(before)
         stats.plan_bytes = len(saved_next)
+        stats.progress = progress.estimate(plan)  # after saving: a native chain's state is then exact
+    else:
+        stats.progress = 1.0
     page = Page(
         head,
         None,

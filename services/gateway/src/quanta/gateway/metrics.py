@@ -80,6 +80,16 @@ SPARQL_FIRST_RESULT = Histogram(
 for _form in SPARQL_FORMS:
     for _outcome in SPARQL_OUTCOMES:
         SPARQL_QUERIES.labels(_form, _outcome)
+# How good the progress estimate was, once a /sparql query's driving piece completed: for each of its
+# quanta, the fraction it reported minus the fraction of the piece's time elapsed then (progress.py).
+# Negative: the estimate lagged; positive: it ran ahead.
+PROGRESS_ERROR = Histogram(
+    "quanta_progress_estimate_error",
+    "Each quantum's estimated fraction done minus the fraction of its query's time elapsed by then, "
+    "observed when the query completes (/sparql)",
+    buckets=(-1, -0.5, -0.3, -0.2, -0.1, -0.05, -0.02, 0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1),
+    registry=REGISTRY,
+)
 
 
 def init_datasets(names: list[str]) -> None:

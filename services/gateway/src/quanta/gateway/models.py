@@ -76,6 +76,14 @@ class Stats(BaseModel):
     results: int = Field(description="solutions in this page")
     plan: Literal["value", "reference"] | None = Field(description="how `next` carries the plan")
     round_trip_ms: float = Field(description="from enqueue to reply, as the gateway saw it")
+    progress: float = Field(
+        description="the estimated fraction of the query done, 0..1 (1 on the last page): nested-loop progress "
+        "from the saved plan's scan offsets and HDT's exact pattern counts (docs/protocol.md)"
+    )
+    eta_ms: float | None = Field(
+        description="the estimated time left at the pace so far: elapsed * (1 - progress) / progress, elapsed "
+        "being the service's time on the query (its pages' round trips); null when progress is 0 or unknown"
+    )
 
 
 class QueryPage(BaseModel):
@@ -107,6 +115,8 @@ class QueryPage(BaseModel):
                         "results": 1,
                         "plan": "value",
                         "round_trip_ms": 77.8,
+                        "progress": 0.25,
+                        "eta_ms": 233.4,
                     },
                 }
             ]

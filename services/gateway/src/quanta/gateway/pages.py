@@ -33,8 +33,13 @@ async def rows(page: queue_pb2.Page) -> list[Row]:
     return out
 
 
-def stats(page: queue_pb2.Page, plan: str | None, round_trip_ms: float) -> dict[str, object]:
+def stats(
+    page: queue_pb2.Page, plan: str | None, round_trip_ms: float, elapsed_ms: float | None = None
+) -> dict[str, object]:
+    """The page's stats as /v1 shows them. `elapsed_ms`: the service's time on the query so far, this
+    page's round trip included (None: not known), from which the time left is estimated."""
     s = page.stats
+    fraction = 1.0 if page.WhichOneof("next") is None else min(max(s.progress, 0.0), 1.0)
     return {
         "queue_wait_ms": round(s.queue_wait_ms, 3),
         "parse_ms": round(s.parse_ms, 3),
@@ -47,7 +52,17 @@ def stats(page: queue_pb2.Page, plan: str | None, round_trip_ms: float) -> dict[
         "results": page.results,
         "plan": plan,
         "round_trip_ms": round(round_trip_ms, 3),
+        "progress": round(fraction, 6),
+        "eta_ms": time_left_ms(fraction, elapsed_ms),
     }
+
+
+def time_left_ms(fraction: float | None, elapsed_ms: float | None) -> float | None:
+    """The time left at the pace so far, `elapsed * (1 - f) / f`; None when the fraction done is 0
+    or not known, or the elapsed time is not known."""
+    if fraction is None or elapsed_ms is None or fraction <= 0.0:
+        return None
+    return round(max(0.0, elapsed_ms * (1.0 - min(fraction, 1.0)) / fraction), 1)
 
 
 def page_body(page: queue_pb2.Page, next_token: str | None, stats: dict[str, object]) -> bytes:

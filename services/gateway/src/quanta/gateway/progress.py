@@ -3,7 +3,8 @@ one more format of the SPARQL endpoint (`Accept: text/event-stream`), for the
 query page (docs/web.md) or any client that wants to watch a query run.
 
     event: head     data: {"form":"select","vars":["s","o"]}
-    event: quantum  data: {"quanta":12,"status":"ok","worker":"w-1","results":40,"quantum_ms":2.1,"elapsed_ms":180.4}
+    event: quantum  data: {"quanta":12,"status":"ok","worker":"w-1","results":40,"quantum_ms":2.1,"elapsed_ms":180.4,
+                           "progress":0.31,"eta_ms":398.2}
     event: results  data: [{"s":{"type":"uri","value":"..."},...},...]    (SPARQL JSON bindings)
     event: boolean  data: true                                           (ASK)
     event: end      data: {"quanta":130,"elapsed_ms":2301.5}
@@ -15,6 +16,21 @@ query's own hook), so they leave in order, as soon as the query is about to
 wait. A quantum counts as something to send: the response starts with the
 first quantum rather than the first result. CONSTRUCT and DESCRIBE triples
 are bindings of `subject`, `predicate`, `object` (as YASR shows graphs).
+
+`progress` and `eta_ms` are those of the query's *driving piece*: the smart
+client may split a query into several server pieces, and the one that drives
+it is the first, outermost one: the leftmost server piece of the client's
+plan (what an OPTIONAL's bind join, a sort or a grouping reads their rows
+from; a query that is one piece drives itself). `progress` is the fraction
+of that piece done that its last quantum reported (the workers' estimate,
+quanta.engine.progress), `eta_ms` the time it has left at its pace so far
+(elapsed * (1 - progress) / progress, elapsed since its first request, less
+the time since its last quantum); both null until it has reported, or when
+no piece drives the query (its leftmost operand runs in the gateway). What
+the client does after that piece ends (the rest of a sort's output, say) is
+not counted. When the piece completes, each of its quanta's estimate is
+compared with the fraction of the piece's time elapsed at that quantum
+(`quanta_progress_estimate_error`).
 """
 
 from __future__ import annotations
@@ -25,13 +41,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quanta.client.ops.base import Op
+from quanta.client.ops.remote import Remote
 from quanta.client.requester import RequestEvent
 from quanta.client.smart import Execution
-from quanta.gateway import answers
+from quanta.gateway import answers, metrics
+from quanta.gateway.pages import time_left_ms
 from quanta.gateway.streaming import Output, Produce, Render
 from quanta.sparql.results import json_bindings_text
 
 GRAPH_VARIABLES = ("subject", "predicate", "object")
+MAX_SAMPLES = 1024  # the driving piece's quanta kept for the estimate's error (every other one past it, and so on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +75,24 @@ class Progress:
         self.started = time.perf_counter()
         self.quanta = 0  # pages answered (retries are events, not quanta)
         self.out: Output | None = None
+        self.driver = Driver()
+
+    def follow(self, execution: Execution) -> None:
+        """Watch the piece that drives `execution` (before it sends anything)."""
+        self.driver.text = driving_piece(execution.plan.root)
 
     def on_request(self, event: RequestEvent) -> None:
         if event.status == "ok":
             self.quanta += 1
+            self.driver.on_page(event)
         if self.out is None:  # not streaming events (another format), or not yet
             return
         stats = event.stats
+        fraction, eta_ms = self.driver.now()
         data = {
             "quanta": self.quanta, "status": event.status, "worker": stats.get("worker"),
             "results": stats.get("results"), "quantum_ms": stats.get("quantum_ms"), "elapsed_ms": self.elapsed_ms(),
+            "progress": fraction, "eta_ms": eta_ms,
         }  # fmt: skip
         self.out.row(Quantum(json.dumps(data, separators=(",", ":"))))
 
@@ -117,3 +145,80 @@ class Progress:
             return "".join(texts)
 
         return render
+
+
+def driving_piece(op: Op) -> str | None:
+    """The query text of the plan's leftmost server piece (its outer loop), or None when the
+    leftmost operand runs in the gateway."""
+    while not isinstance(op, Remote):
+        children = op.children()
+        if not children:
+            return None
+        op = children[0]
+    return op.text
+
+
+class Driver:
+    """The driving piece's pages, followed by their `next` tokens: its last fraction done, the time
+    it has left, and at its end the error of each quantum's estimate (a Prometheus histogram)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None  # the piece's query text (None: no piece drives the query)
+        self.expected: str | None = None  # the token its next page is asked with, once it started
+        self.started = 0.0  # when its first request was sent (perf_counter)
+        self.done = False
+        self.fraction: float | None = None
+        self.eta: tuple[float, float] | None = None  # (time left in ms, when it was estimated)
+        self.samples: list[tuple[float, float]] = []  # (seconds since it started, fraction), per quantum
+        self.stride = 1  # keep one quantum in `stride` (doubled each time the samples fill up)
+        self.seen = 0
+
+    def on_page(self, event: RequestEvent) -> None:
+        request = event.request
+        if self.text is None or self.done or request is None:
+            return
+        if self.expected is None:
+            # its first page; the gateway's transport resends a first request that timed out as "q" + text
+            if request.query != self.text and request.next != "q" + self.text:
+                return
+            self.started = time.perf_counter() - event.elapsed_s
+        elif request.next != self.expected:
+            return
+        now = time.perf_counter()
+        elapsed = now - self.started
+        if event.next is None:
+            self.done, self.fraction, self.eta = True, 1.0, (0.0, now)
+            self._observe(elapsed)
+            return
+        self.expected = event.next
+        reported = event.stats.get("progress")
+        fraction = min(max(float(reported), 0.0), 1.0) if isinstance(reported, int | float) else None
+        self.fraction = fraction
+        left = time_left_ms(fraction, elapsed * 1000)
+        self.eta = None if left is None else (left, now)
+        if fraction is not None:
+            self._sample(elapsed, fraction)
+
+    def now(self) -> tuple[float | None, float | None]:
+        """(fraction done, time left in ms now), each None when not known."""
+        fraction = None if self.fraction is None else round(self.fraction, 4)
+        if self.eta is None:
+            return fraction, None
+        left, at = self.eta
+        return fraction, round(max(0.0, left - (time.perf_counter() - at) * 1000), 1)
+
+    def _sample(self, elapsed: float, fraction: float) -> None:
+        self.seen += 1
+        if (self.seen - 1) % self.stride:
+            return
+        self.samples.append((elapsed, fraction))
+        if len(self.samples) >= MAX_SAMPLES:
+            self.samples = self.samples[::2]
+            self.stride *= 2
+
+    def _observe(self, total: float) -> None:
+        if total <= 0:
+            return
+        for at, fraction in self.samples:
+            metrics.PROGRESS_ERROR.observe(fraction - min(at / total, 1.0))
+        self.samples = []

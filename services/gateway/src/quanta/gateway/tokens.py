@@ -8,7 +8,10 @@ passed off as another kind. Layout (then base64url, no padding):
     version(1) kind(1) mode(1) len(kid)(1) kid  len(dataset)(1) dataset  payload  mac(32)
 
 Version 2, for a query on one of the dataset's named graphs, also binds the
-graph: `len(graph)(2) graph` follows the dataset.
+graph: `len(graph)(2) graph` follows the dataset. Version 3 has that graph
+field (maybe empty) and then `elapsed_ms(4)`: the service's time on the query
+so far (its round trips, in milliseconds, big-endian, at most 2^32 - 1), for
+the page's time left (`eta_ms`); a version 1 or 2 token has none.
 
 payload: the saved plan (kind "value"), a Redis plan id ("reference"), or the
 query text ("query": a query that timed out before any state was saved).
@@ -28,6 +31,8 @@ from enum import IntEnum
 
 VERSION = 1
 GRAPH_VERSION = 2  # the layout with a graph
+ELAPSED_VERSION = 3  # with a graph (maybe empty) and the query's elapsed time
+MAX_ELAPSED_MS = (1 << 32) - 1
 MAC_BYTES = 32
 ALPHABET = re.compile(rb"^[A-Za-z0-9_-]*$")
 
@@ -50,6 +55,7 @@ class Token:
     # The plan mode the client asked for (queue_pb2.PlanMode), kept for the next pages.
     mode: int = 0
     graph: str = ""  # a named graph's IRI; "" the default graph
+    elapsed_ms: int | None = None  # the service's time on the query so far; None: not known (older tokens)
 
 
 class Signer:
@@ -63,15 +69,18 @@ class Signer:
 
     def sign(self, token: Token) -> str:
         name, graph = token.dataset.encode(), token.graph.encode()
-        header = bytes((GRAPH_VERSION if graph else VERSION, token.kind, token.mode, len(self.kid)))
-        bound = len(graph).to_bytes(2, "big") + graph if graph else b""
+        version = ELAPSED_VERSION if token.elapsed_ms is not None else GRAPH_VERSION if graph else VERSION
+        header = bytes((version, token.kind, token.mode, len(self.kid)))
+        bound = len(graph).to_bytes(2, "big") + graph if version != VERSION else b""
+        if token.elapsed_ms is not None:
+            bound += min(max(token.elapsed_ms, 0), MAX_ELAPSED_MS).to_bytes(4, "big")
         body = b"".join((header, self.kid, bytes((len(name),)), name, bound, token.payload))
         mac = hmac.new(self.keys[self.kid], body, hashlib.sha256).digest()
         return base64.urlsafe_b64encode(body + mac).rstrip(b"=").decode()
 
     def verify(self, text: str) -> Token:
         raw = _decode(text)
-        if len(raw) < 5 + MAC_BYTES or raw[0] not in (VERSION, GRAPH_VERSION):
+        if len(raw) < 5 + MAC_BYTES or raw[0] not in (VERSION, GRAPH_VERSION, ELAPSED_VERSION):
             raise InvalidToken("not a token of this service")
         body, mac = raw[:-MAC_BYTES], raw[-MAC_BYTES:]
         kid_end = 4 + body[3]
@@ -87,13 +96,17 @@ class Signer:
             name_end = kid_end + 1 + body[kid_end]
             dataset = body[kid_end + 1 : name_end].decode()
             graph = ""
-            if body[0] == GRAPH_VERSION:
+            elapsed = None
+            if body[0] != VERSION:
                 graph_end = name_end + 2 + int.from_bytes(body[name_end : name_end + 2], "big")
                 graph = body[name_end + 2 : graph_end].decode()
                 name_end = graph_end
+            if body[0] == ELAPSED_VERSION:
+                elapsed = int.from_bytes(body[name_end : name_end + 4], "big")
+                name_end += 4
         except (ValueError, IndexError) as error:
             raise InvalidToken("malformed token") from error
-        return Token(kind=kind, dataset=dataset, payload=body[name_end:], mode=body[2], graph=graph)
+        return Token(kind=kind, dataset=dataset, payload=body[name_end:], mode=body[2], graph=graph, elapsed_ms=elapsed)
 
 
 def _decode(text: str) -> bytes:

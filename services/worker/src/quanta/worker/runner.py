@@ -90,6 +90,7 @@ class Runner:
                 overshoot_ms=s.overshoot_ms,
                 plan_bytes=s.plan_bytes,
                 worker=self.name,
+                progress=s.progress,
             )
         )
         return reply, page

@@ -66,7 +66,7 @@ async def query(name: str, request: Request) -> Response:
         raise Problem(ErrorKind.UNKNOWN_DATASET, f"no dataset named {name!r}; GET /v1/datasets lists them")
     task = queue_pb2.Task(id=uuid.uuid4().hex, dataset=name)
     request.state.task_id = task.id  # the access log line joins the worker's logs on it
-    mode = _input(task, body, dataset, services.signer, settings.max_query_chars)
+    mode, before_ms = _input(task, body, dataset, services.signer, settings.max_query_chars)
     task.plan_mode = mode or MODES[dataset.plan_mode]  # type: ignore[assignment]
 
     # Only a new query is charged to the client's rate limit: a `next` token, signed, proves
@@ -75,22 +75,28 @@ async def query(name: str, request: Request) -> Response:
     if task.WhichOneof("input") == "query" and isinstance(outcome, Answered | Failed | ReplyTimeout):
         metrics.QUERIES_STARTED.labels(name).inc()
     if isinstance(outcome, ReplyTimeout):
-        resume = body.next or services.signer.sign(Token(Kind.QUERY, name, task.query.encode(), mode, task.graph))
+        start = Token(Kind.QUERY, name, task.query.encode(), mode, task.graph, elapsed_ms=0)
+        resume = body.next or services.signer.sign(start)
         raise outcome_problem(outcome, next=resume)
     if not isinstance(outcome, Answered):
         raise outcome_problem(outcome)
 
     page = outcome.page
+    # the service's time on the query: its earlier pages' round trips (carried by the token), and this one's
+    elapsed = None if before_ms is None else before_ms + outcome.round_trip_ms
+    carried = None if elapsed is None else round(elapsed)
     where = page.WhichOneof("next")
     if where == "plan":
-        token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode, task.graph))
+        token: str | None = services.signer.sign(Token(Kind.VALUE, name, page.plan, mode, task.graph, carried))
     elif where == "plan_ref":
-        token = services.signer.sign(Token(Kind.REFERENCE, name, page.plan_ref.encode(), mode, task.graph))
+        ref = page.plan_ref.encode()
+        token = services.signer.sign(Token(Kind.REFERENCE, name, ref, mode, task.graph, carried))
     else:
         token = None
         metrics.QUERIES_COMPLETED.labels(name).inc()
     plan = {"plan": "value", "plan_ref": "reference"}.get(where or "")
-    return Response(page_body(page, token, stats(page, plan, outcome.round_trip_ms)), media_type="application/json")
+    body_bytes = page_body(page, token, stats(page, plan, outcome.round_trip_ms, elapsed))
+    return Response(body_bytes, media_type="application/json")
 
 
 def _parse(raw: bytes) -> QueryRequest:
@@ -110,8 +116,11 @@ def _check(query: str) -> None:
         raise query_problem(error) from None
 
 
-def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: Signer, max_chars: int) -> int:
-    """Fill the task's input from the request; returns the plan mode asked for (0: the dataset's)."""
+def _input(
+    task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: Signer, max_chars: int
+) -> tuple[int, float | None]:
+    """Fill the task's input from the request; returns the plan mode asked for (0: the dataset's), and the
+    service's time on the query before this request (0 for a new query; None when its token does not say)."""
     if body.query is not None:
         if len(body.query) > max_chars:
             metrics.REJECTED.labels("too_large").inc()
@@ -123,7 +132,7 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
             raise Problem(ErrorKind.UNKNOWN_GRAPH, f"dataset {dataset.name} has no graph <{body.graph}>")
         task.query = body.query
         task.graph = body.graph or ""
-        return MODES[body.plan] if body.plan else 0
+        return MODES[body.plan] if body.plan else 0, 0.0
     try:
         token = signer.verify(body.next or "")
     except InvalidToken as error:
@@ -142,4 +151,4 @@ def _input(task: queue_pb2.Task, body: QueryRequest, dataset: Dataset, signer: S
         task.plan_ref = token.payload.decode()
     else:
         task.query = token.payload.decode()
-    return MODES[body.plan] if body.plan else token.mode
+    return MODES[body.plan] if body.plan else token.mode, token.elapsed_ms

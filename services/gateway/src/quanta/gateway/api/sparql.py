@@ -133,6 +133,7 @@ async def _stream(
     except QueryError as error:
         metrics.SPARQL_QUERIES.labels("unknown", "failed").inc()
         raise query_problem(error) from error
+    progress.follow(execution)
     offers = (*(RESULTS if execution.form in ("select", "ask") else GRAPHS), EVENTS)
     offer = negotiate(request.headers.get("accept"), offers)
     if offer is None:

@@ -91,9 +91,10 @@
     const query = yasqe.getValue();
     const result = { vars: [], bindings: [], boolean: undefined, quanta: 0 };
     const controller = new AbortController();
-    running = { controller, started: performance.now(), timer: setInterval(showElapsed, 100) };
+    running = { controller, started: performance.now(), timer: setInterval(showElapsed, 100), eta: null };
     showRunning(true, "running");
     showFigures(0, 0, "–");
+    showEstimate(null, null);
     const table = { shown: 0, busy: false, last: 0, cost: 0 };
     let lastYield = performance.now();
     let ended = false;
@@ -114,6 +115,7 @@
         } else if (name === "quantum") {
           result.quanta = data.quanta;
           showFigures(data.quanta, result.bindings.length, data.worker || "–");
+          showEstimate(data.progress, data.eta_ms);
         } else if (name === "results") {
           result.bindings.push(...data);
           showFigures(result.quanta, result.bindings.length);
@@ -126,6 +128,7 @@
         } else if (name === "end") {
           result.quanta = data.quanta;
           ended = true;
+          if ($("problem").hidden) showEstimate(1, 0);
         }
         if (performance.now() - lastYield > YIELD_EVERY_MS) {
           await nextTask();
@@ -141,6 +144,7 @@
       clearInterval(running.timer);
       showElapsed();
       running = null;
+      if (!$("done").hasAttribute("value")) $("done").value = 0; // stopped before any estimate: no more motion
       showRunning(false);
       showFigures(result.quanta, result.bindings.length);
       draw(result, Math.min(result.bindings.length, TABLE_ROWS));
@@ -228,6 +232,35 @@
   function showElapsed() {
     const since = running ? running.started : startedAt;
     $("elapsed").textContent = `${((performance.now() - since) / 1000).toFixed(1)} s`;
+    if (running && running.eta) {
+      const { ms, at } = running.eta; // counts down between two quanta
+      $("left").textContent = duration(Math.max(0, ms - (performance.now() - at)));
+    }
+  }
+
+  // The fraction done and the time left the last quantum reported (progress stream: `progress`,
+  // `eta_ms`, null when not known): a bar, a percentage, and a time that counts down meanwhile.
+  function showEstimate(fraction, etaMs) {
+    const known = typeof fraction === "number";
+    if (known) $("done").value = fraction;
+    else if (running) $("done").removeAttribute("value"); // indeterminate while nothing is known
+    $("percent").textContent = known ? `${percent(fraction)}%` : "–";
+    const hasEta = typeof etaMs === "number";
+    if (running) running.eta = hasEta ? { ms: etaMs, at: performance.now() } : null;
+    $("left").textContent = hasEta ? duration(etaMs) : "–";
+  }
+
+  // Rounded down, so that 100% means done: "2.3", "45", "100".
+  function percent(fraction) {
+    if (fraction >= 1) return "100";
+    return fraction < 0.1 ? (Math.floor(fraction * 1000) / 10).toFixed(1) : String(Math.floor(fraction * 100));
+  }
+
+  function duration(ms) {
+    const s = ms / 1000;
+    if (s < 60) return `${s.toFixed(1)} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
   }
 
   function showTruncation(rows, query) {
