@@ -697,21 +697,13 @@ impl Expr {
 
 /// Decodes the terms a row's ids stand for, keeping the latest ones; and
 /// the memoized tests' results.
+#[derive(Default)]
 pub struct Terms {
+    /// allocated at the first lookup: most chains never decode a term
     cache: Vec<Option<(i64, Arc<Term>)>>,
     buf: Vec<u8>,
     /// per memoized test: (id, 1 + result code) by the id's hash; 0 is empty
     memos: Vec<Vec<(i64, u8)>>,
-}
-
-impl Default for Terms {
-    fn default() -> Self {
-        Terms {
-            cache: vec![None; CACHE_TERMS],
-            buf: Vec::new(),
-            memos: Vec::new(),
-        }
-    }
 }
 
 /// A table position for `gid` (Fibonacci hashing).
@@ -722,6 +714,9 @@ fn position(gid: i64, size: usize) -> usize {
 
 impl Terms {
     fn get(&mut self, store: &Store, gid: i64) -> Out<Arc<Term>> {
+        if self.cache.is_empty() {
+            self.cache = vec![None; CACHE_TERMS];
+        }
         let at = position(gid, CACHE_TERMS);
         if let Some((g, t)) = &self.cache[at] {
             if *g == gid {

@@ -20,9 +20,10 @@ from quanta.sparql.errors import ErrorKind
 from quanta.worker.config import WorkerSettings
 
 # One quantum of either (60 s here) reads a cross product that its FILTER empties, far past
-# STALL_S: with STR(), the FILTER runs in Python (SIGALRM's handler can stop it); with `= <IRI>`,
-# inside the native chain, which holds the GIL and never looks at signals (only faulthandler can).
-PYTHON_STALL = 'SELECT ?a WHERE { ?a ?p ?o . ?b ?q ?r FILTER(STR(?r) = "never") }'
+# STALL_S: with UCASE() (which the native evaluator lacks), the FILTER runs in Python (SIGALRM's
+# handler can stop it); with `= <IRI>`, inside the native chain, which holds the GIL and never looks
+# at signals (only faulthandler can).
+PYTHON_STALL = 'SELECT ?a WHERE { ?a ?p ?o . ?b ?q ?r FILTER(UCASE(STR(?r)) = "NEVER") }'
 NATIVE_STALL = "SELECT ?a WHERE { ?a ?p ?o . ?b ?q ?r FILTER(?r = <http://example.org/never>) }"
 STALL_S = 0.5
 
