@@ -287,3 +287,33 @@ def test_a_query_that_is_one_server_piece_is_rendered_by_the_server(transport, q
         assert (rendered is not None) == direct
         if rendered is not None:
             assert rendered == rows, fmt
+
+
+@pytest.mark.parametrize(
+    ("query", "as_written"),
+    [
+        (f"SELECT ?o ?s WHERE {{ {FRIENDS} FILTER(?s != ?o) }} LIMIT 70 OFFSET 3", True),
+        (f"PREFIX w: <{WSDBM}>\nSELECT ?o WHERE {{ {FRIENDS} . ?o w:likes ?l }}", True),
+        (f"SELECT * WHERE {{ {FRIENDS} }}", False),  # the planner names SELECT *'s columns
+        (f"SELECT DISTINCT ?o WHERE {{ {FRIENDS} }}", False),
+        (f"SELECT ?s FROM <{WSDBM}g> WHERE {{ {FRIENDS} }}", False),
+    ],
+)
+def test_a_select_the_server_evaluates_whole_is_sent_as_written(transport, query: str, as_written: bool) -> None:
+    """No planning for a SELECT of named variables the server evaluates whole: the worker
+    gets the text itself (after the endpoint's BASE), and the answer is the planner's."""
+
+    async def sent() -> tuple[str | None, list[str]]:
+        client = SmartClient(transport)
+        try:
+            execution = await client.prepare(query, "watdiv", base="http://example.org/sparql")
+        except QueryError:
+            return None, []
+        direct = execution.plan.direct
+        await execution.aclose()
+        return (direct.text if direct is not None else None), execution.variables
+
+    text, variables = asyncio.run(sent())
+    assert (text == f"BASE <http://example.org/sparql>\n{query}") == as_written, text
+    if as_written:
+        assert variables == [v.strip("?") for v in query.split("SELECT ")[1].split(" WHERE")[0].split()]

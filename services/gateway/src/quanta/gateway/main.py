@@ -29,7 +29,7 @@ from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.admission import Admitter
 from quanta.gateway.api import web
-from quanta.gateway.api.main import api_router
+from quanta.gateway.api.main import routers
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
@@ -99,7 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     app.add_exception_handler(EdgeLimit, _on_edge_limit)
     app.add_exception_handler(405, _on_wrong_method)
-    app.include_router(api_router)
+    for router in routers:
+        app.include_router(router)
     app.mount("/static", web.static_files(), name="static")  # the query page's files
     if settings.cors_origin_list():
         app.add_middleware(

@@ -24,13 +24,14 @@ from quanta.client.ops.base import Batch, Op, Row
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.local import Rows
-from quanta.client.ops.remote import Remote, Sources
+from quanta.client.ops.remote import Columns, Piece, Remote, Sources
 from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
 from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import QueryError, Transport
+from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.terms import from_rdflib
@@ -75,6 +76,9 @@ async def plan_query(
     form = FORMS[algebra.name]
     _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport)
+    whole = _whole_on_server(text, query, form, dataset, sources, base)
+    if whole is not None:
+        return whole
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
     try:
         return await bounded_async(lambda: _plan(query, form, dataset, sources, context, strategy), text, base)
@@ -113,6 +117,36 @@ def _plan(query: Query, form: str, dataset: Dataset, sources: Sources, context: 
     head = _head(algebra, query, planner)
     variables, output = [str(v) for v in head], [scope.slot(v) for v in head]
     return QueryPlan(form, variables, root, output, _direct(root, sources, variables, output))
+
+
+def _whole_on_server(
+    text: str, query: Query, form: str, dataset: Dataset, sources: Sources, base: str | None
+) -> QueryPlan | None:
+    """A SELECT of named variables that the server evaluates whole on the default graph, sent
+    as it was written (after `BASE <base>`, for relative IRIs): no planning, and the server's
+    pages are the answer. What the planner would send differs only in its spelling."""
+    algebra = query.algebra
+    source = dataset.default.single
+    if form != "select" or query.star or source is None or sources.rename or source.graph is not None:
+        return None
+    if member(algebra, "datasetClause") or fragment.select_refusals(algebra.p):
+        return None
+    head = algebra.PV
+    if not head or not all(isinstance(v, Variable) for v in head):
+        return None
+    variables = [str(v) for v in head]
+    slots = Slots(variables)
+    for name in variables:
+        slots.add(name)
+    every = frozenset(range(len(variables)))
+    piece = Piece(
+        lambda _: text if base is None else f"BASE <{base}>\n{text}",
+        Columns({v: i for i, v in enumerate(variables)}, slots, source),
+        every,
+        frozenset(),
+    )
+    remote = Remote(piece)
+    return QueryPlan(form, variables, remote, list(range(len(variables))), remote)
 
 
 def _direct(root: Op, sources: Sources, variables: list[str], output: list[int]) -> Remote | None:
