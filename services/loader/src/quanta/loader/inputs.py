@@ -19,7 +19,6 @@ FORMATS: dict[str, str] = {
     ".ttl": "ttl",
     ".turtle": "ttl",
 }
-FORMAT_NAMES = {"nt": "N-Triples", "nq": "N-Quads", "ttl": "Turtle"}
 
 # Compressed bytes decompressed to measure a gzip file's ratio when its trailer is ambiguous.
 SAMPLE_COMPRESSED = 4 << 20

@@ -97,10 +97,6 @@ def json_term(term: str) -> dict[str, str]:
     return {"type": "uri", "value": term}
 
 
-def json_bindings(head: Sequence[str], rows: Iterable[Row]) -> list[dict[str, dict[str, str]]]:
-    return [{var: json_term(t) for var, t in zip(head, row, strict=True) if t is not None} for row in rows]
-
-
 CACHED_CHARS = 4096
 """The writers cache each term's text (pages repeat terms), but not that of a longer term
 (a computed literal may have a million characters): 65,536 of those, key and text, held for

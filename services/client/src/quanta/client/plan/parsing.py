@@ -6,8 +6,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rdflib.term import Literal, Node, URIRef, Variable
-
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind, QuantaError, QuerySyntaxError, QueryTooComplex, UnsupportedQuery
 from quanta.sparql.parse import bounded_async, read
@@ -56,8 +54,3 @@ def _query(text: str, base: str | None) -> Query:
         order.setdefault(match.group(1), len(order))
     # the parser writes every IRI absolute: text sent to a SERVICE needs no declarations
     return Query(parsed.algebra.algebra, parsed.algebra.prologue.base, "", star, order)
-
-
-def constant_node(node: Node) -> bool:
-    """A constant term (not a variable, not a path)."""
-    return isinstance(node, URIRef | Literal) and not isinstance(node, Variable)
