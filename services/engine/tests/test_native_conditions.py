@@ -164,8 +164,22 @@ def test_common_values_are_decided_natively(common_kinds: TripleStore, expressio
     assert chain.pipeline.undecided <= allowed.get(expression, 0), chain.pipeline.undecided
 
 
+@pytest.mark.parametrize("expression", ["?a = ?b", "?a != ?b", "?a < ?b", "?a >= ?b", "?a IN (?b, 1.50)", "?a"])
+def test_decimals_and_integers_past_64_bits_compare_natively(tmp_path: Path, expression: str) -> None:
+    """Decimals and integers of any size are compared exactly by their digits, natively."""
+    values = [*COMMON, *(typed(v, "decimal") for v in ("1.5", "-0.0", "2.", ".5", "1.00000000000000000001"))]
+    values += [typed("123456789012345678901234567890", "integer"), typed("-9223372036854775809", "integer")]
+    store = open_store(str(write_hdt(dataset(values), tmp_path)), backend="native")
+    plan = compile_query(query(expression), store)
+    quantum = Quantum(None)
+    plan.ctx.quantum = quantum
+    assert run(plan, quantum)[1]
+    (chain,) = chains(plan.root)
+    assert chain.pipeline.undecided == 0
+
+
 def test_rare_values_are_decided_by_the_python_test(every_kind: TripleStore) -> None:
-    """Decimals and dates compared go to the reference, and are still answered."""
+    """Dates compared go to the reference, and are still answered."""
     plan = compile_query(query("?a < ?b"), every_kind)
     quantum = Quantum(None)
     plan.ctx.quantum = quantum
