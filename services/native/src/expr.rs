@@ -4,11 +4,11 @@
 //! the type tests, STR, LANG, DATATYPE, sameTerm, langMatches, IF,
 //! COALESCE, STRLEN, STRSTARTS, STRENDS, CONTAINS and REGEX with a constant
 //! pattern, over simple and tagged strings, booleans, xsd:integer (and its
-//! derived types), xsd:decimal (compared exactly, by their digits), xsd:float
-//! and xsd:double.
+//! derived types), xsd:decimal (compared exactly, by their digits), xsd:float,
+//! xsd:double, xsd:dateTime and xsd:date (`crate::temporal`).
 //!
-//! What those operators meet outside that (a dateTime compared, decimal
-//! arithmetic, a 64-bit overflow, a term outside the dictionary) is not
+//! What those operators meet outside that (a date the reader does not read,
+//! decimal arithmetic, a 64-bit overflow, a term outside the dictionary) is not
 //! guessed at: the condition answers `Unknown` for
 //! that row, and the chain asks the Python evaluator, the reference, to
 //! decide it. So a condition is exact on every row, and native on the rows
@@ -16,6 +16,7 @@
 
 use crate::regexp::Regexp;
 use crate::store::Store;
+use crate::temporal::{self, Instant};
 use std::sync::Arc;
 
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
@@ -61,7 +62,9 @@ pub enum Kind {
     Decimal(f64),
     Float(f64),
     Double(f64),
-    /// xsd:dateTime or xsd:date, valid or not: the reference's
+    DateTime(Instant),
+    Date(Instant),
+    /// an xsd:dateTime or xsd:date `temporal` does not read: the reference's
     Temporal,
 }
 
@@ -191,7 +194,8 @@ fn decode(lex: &str, dt: &str) -> Kind {
             "false" | "0" => Kind::Bool(false),
             _ => Kind::Ill,
         },
-        "dateTime" | "date" => Kind::Temporal,
+        "dateTime" => temporal::parse(lex, true).map_or(Kind::Temporal, Kind::DateTime),
+        "date" => temporal::parse(lex, false).map_or(Kind::Temporal, Kind::Date),
         "decimal" => Kind::Ill,
         _ => Kind::Other,
     }
@@ -514,6 +518,11 @@ fn equal(a: &Val, b: &Val) -> Out<bool> {
             Ok(x.lex()? == y.lex()? && lang_eq(x.lang.unwrap_or(""), y.lang.unwrap_or(""))?)
         }
         (Kind::Bool(p), Kind::Bool(q)) => Ok(p == q),
+        (Kind::DateTime(p), Kind::DateTime(q)) | (Kind::Date(p), Kind::Date(q)) => {
+            temporal::order(p, q)
+                .map(std::cmp::Ordering::is_eq)
+                .ok_or(Fail::Error)
+        }
         (Kind::Ill | Kind::Other, _) | (_, Kind::Ill | Kind::Other) => {
             if x.lex()? == y.lex()? && x.dt == y.dt {
                 Ok(true)
@@ -542,7 +551,11 @@ fn compare(a: &Val, b: &Val) -> Out<Option<std::cmp::Ordering>> {
         });
     }
     match (ka, kb) {
-        (Kind::Temporal, Kind::Temporal) => Err(Fail::Unknown),
+        (Kind::DateTime(p), Kind::DateTime(q)) | (Kind::Date(p), Kind::Date(q)) => {
+            temporal::order(p, q).map(Some).ok_or(Fail::Error)
+        }
+        (Kind::Temporal, Kind::Temporal | Kind::DateTime(_) | Kind::Date(_))
+        | (Kind::DateTime(_) | Kind::Date(_), Kind::Temporal) => Err(Fail::Unknown),
         (Kind::Str, Kind::Str) => Ok(Some(x.lex()?.cmp(y.lex()?))),
         (Kind::Bool(p), Kind::Bool(q)) => Ok(Some(p.cmp(&q))),
         _ => Err(Fail::Error),

@@ -12,6 +12,7 @@ pub mod query;
 pub mod regexp;
 pub mod render;
 pub mod store;
+pub mod temporal;
 
 #[cfg(feature = "python")]
 mod python;

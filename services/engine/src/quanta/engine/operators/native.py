@@ -5,8 +5,8 @@ FILTERs between them, run by `quanta.native.Pipeline` over the native store.
 A FILTER runs natively as comparisons of ids (`atom`) and a condition the
 native core evaluates (`native_condition`: the functions of
 `NATIVE_FUNCTIONS`, REGEX with a constant pattern); a row whose values the
-native evaluator does not decide exactly (a dateTime compared, decimal
-arithmetic, a term outside the dictionary) is decided by the Python
+native evaluator does not decide exactly (decimal arithmetic, an
+overflow, a term outside the dictionary) is decided by the Python
 operator's own test.
 
 The chain keeps its Python operators (`inner`) for what does not run: the

@@ -1,0 +1,181 @@
+//! xsd:dateTime and xsd:date values for native conditions, as
+//! `quanta.sparql.expr_dates` reads and orders them: a position on the time
+//! line (UTC with a timezone, local time without) and XSD's partial order
+//! between values with and without one. What this reads differently from the
+//! reference it does not read at all (None): years past nine digits,
+//! fractions past nanoseconds, and every ill-formed value, which the reference
+//! decides.
+
+use std::cmp::Ordering;
+
+/// A value's place on the time line, in nanoseconds, and whether it has a timezone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instant {
+    nanos: i128,
+    zoned: bool,
+}
+
+/// An xsd:dateTime (`with_time`) or xsd:date lexical form, or None.
+pub fn parse(lex: &str, with_time: bool) -> Option<Instant> {
+    let mut rest = lex;
+    let negative = rest.starts_with('-');
+    if negative {
+        rest = &rest[1..];
+    }
+    let year_len = rest.find('-')?;
+    let year_text = &rest[..year_len];
+    if !(4..=9).contains(&year_len)
+        || !year_text.bytes().all(|b| b.is_ascii_digit())
+        || (year_len > 4 && year_text.starts_with('0'))
+    {
+        return None;
+    }
+    let year: i64 = year_text.parse().ok()?;
+    let year = if negative { -year } else { year };
+    rest = &rest[year_len..];
+    let month = field(&mut rest, '-', 1, 12)?;
+    let day = field(&mut rest, '-', 1, 31)?;
+    let (mut hour, mut minute, mut second, mut nanos) = (0, 0, 0, 0);
+    if with_time {
+        hour = field(&mut rest, 'T', 0, 24)?;
+        minute = field(&mut rest, ':', 0, 59)?;
+        second = field(&mut rest, ':', 0, 59)?;
+        if let Some(fraction) = rest.strip_prefix('.') {
+            let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || digits > 9 {
+                return None;
+            }
+            nanos = fraction[..digits].parse::<i64>().ok()? * 10i64.pow(9 - digits as u32);
+            rest = &fraction[digits..];
+        }
+        if hour == 24 && (minute != 0 || second != 0 || nanos != 0) {
+            return None;
+        }
+    }
+    let offset = match rest {
+        "" => None,
+        "Z" => Some(0),
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let mut tz = &rest[1..];
+            let hours = number(&mut tz, 2, 0, 14)?;
+            let minutes = field(&mut tz, ':', 0, 59)?;
+            if !tz.is_empty() || hours * 60 + minutes > 14 * 60 {
+                return None;
+            }
+            Some(sign * (hours * 60 + minutes))
+        }
+    };
+    if day > days_in_month(year, month) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset.unwrap_or(0) * 60;
+    Some(Instant {
+        nanos: seconds as i128 * 1_000_000_000 + nanos as i128,
+        zoned: offset.is_some(),
+    })
+}
+
+/// `sep` then two digits in `low..=high`.
+fn field(rest: &mut &str, sep: char, low: i64, high: i64) -> Option<i64> {
+    *rest = rest.strip_prefix(sep)?;
+    number(rest, 2, low, high)
+}
+
+fn number(rest: &mut &str, len: usize, low: i64, high: i64) -> Option<i64> {
+    let digits = rest.get(..len)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    *rest = &rest[len..];
+    Some(digits.parse().ok()?).filter(|v| (low..=high).contains(v))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01, proleptic Gregorian (year 0 is 1 BCE).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// XSD's partial order (3.2.7.4): a value without a timezone may lie anywhere
+/// within 14 hours either way; None when that decides nothing.
+pub fn order(a: Instant, b: Instant) -> Option<Ordering> {
+    let (x, y) = (a.nanos, b.nanos);
+    if a.zoned == b.zoned {
+        return Some(x.cmp(&y));
+    }
+    let window = 14 * 3_600 * 1_000_000_000i128;
+    let (low, high) = if a.zoned {
+        (x, x)
+    } else {
+        (x - window, x + window)
+    };
+    let (other_low, other_high) = if b.zoned {
+        (y, y)
+    } else {
+        (y - window, y + window)
+    };
+    if high < other_low {
+        Some(Ordering::Less)
+    } else if low > other_high {
+        Some(Ordering::Greater)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(lex: &str) -> Instant {
+        parse(lex, true).unwrap_or_else(|| panic!("{lex}"))
+    }
+
+    #[test]
+    fn reads_the_lexical_space() {
+        assert_eq!(at("2020-01-01T00:00:00Z"), at("2019-12-31T23:00:00-01:00"));
+        assert_eq!(at("2020-01-01T24:00:00"), at("2020-01-02T00:00:00"));
+        assert_eq!(at("1970-01-01T00:00:00.5Z").nanos, 500_000_000);
+        assert_eq!(parse("2020-02-30T00:00:00", true), None);
+        assert_eq!(parse("2020-01-01T24:00:01", true), None);
+        assert_eq!(parse("2020-01-01T00:00:00+14:30", true), None);
+        assert_eq!(parse("02020-01-01T00:00:00", true), None);
+        assert_eq!(parse("2020-01-01", false).map(|i| i.zoned), Some(false));
+        assert_eq!(parse("2020-01-01T00:00:00", false), None);
+        assert!(parse("-0044-03-15T12:00:00Z", true).is_some());
+    }
+
+    #[test]
+    fn orders_partially_across_timezones() {
+        let zoned = at("2020-01-01T12:00:00Z");
+        assert_eq!(order(zoned, at("2020-01-01T12:00:00")), None);
+        assert_eq!(
+            order(at("2020-01-02T03:00:00"), zoned),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            order(at("2019-12-31T21:59:59"), zoned),
+            Some(Ordering::Less)
+        );
+        assert_eq!(order(at("2019-12-31T22:00:00"), zoned), None);
+    }
+}
