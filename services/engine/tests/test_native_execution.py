@@ -113,7 +113,16 @@ def _walk(op: object) -> Iterator[object]:
 
 
 def test_chains_run_natively(small: TripleStore) -> None:
-    for name in ("scan ???", "index join", "merge join", "filter", "limit offset", "union in join", "ask true"):
+    for name in (
+        "scan ???",
+        "index join",
+        "merge join",
+        "filter",
+        "limit offset",
+        "union in join",
+        "ask true",
+        "values",
+    ):
         assert uses_native(small, P + QUERIES[name]), name
 
 

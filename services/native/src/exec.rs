@@ -160,6 +160,97 @@ impl ScanRt {
     }
 }
 
+/// What a chain starts from: a scan, or inline rows (VALUES).
+pub enum BaseSpec {
+    Scan(Pattern),
+    /// the slots the rows bind, their cells (`slots.len()` ids a row, 0:
+    /// UNDEF), and how many rows
+    Values {
+        slots: Vec<usize>,
+        cells: Vec<i64>,
+        rows: u64,
+    },
+}
+
+enum Base {
+    Scan(ScanRt),
+    Values(ValuesRt),
+}
+
+/// VALUES as the Python operator runs it: a step per row read (taken before
+/// the row, so a suspension leaves it unread); a row joins the input mapping
+/// when each cell is UNDEF, unbound there, or equal to it.
+struct ValuesRt {
+    slots: Vec<usize>,
+    cells: Vec<i64>,
+    rows: u64,
+    position: u64,
+}
+
+impl ValuesRt {
+    fn len(&self) -> u64 {
+        self.rows
+    }
+
+    fn next(&mut self, budget: &mut Budget, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        let width = self.slots.len();
+        'rows: while self.position < self.len() {
+            budget.step()?;
+            let start = self.position as usize * width;
+            self.position += 1;
+            out.copy_from_slice(mu);
+            for (&slot, &value) in self.slots.iter().zip(&self.cells[start..start + width]) {
+                if value != 0 {
+                    if out[slot] != 0 && out[slot] != value {
+                        continue 'rows;
+                    }
+                    out[slot] = value;
+                }
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+impl Base {
+    /// The scan's offset, or the rows read.
+    fn position(&self) -> u64 {
+        match self {
+            Base::Scan(scan) => scan.offset,
+            Base::Values(values) => values.position,
+        }
+    }
+
+    fn set_position(&mut self, position: u64) -> Result<(), String> {
+        match self {
+            Base::Scan(scan) => scan.offset = position,
+            Base::Values(values) if position <= values.len() => values.position = position,
+            Base::Values(_) => return Err(format!("saved position {position} past the rows")),
+        }
+        Ok(())
+    }
+
+    fn restart(&mut self) {
+        if let Base::Scan(scan) = self {
+            scan.opened = false;
+        }
+    }
+
+    fn next(
+        &mut self,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<bool, Expired> {
+        match self {
+            Base::Scan(scan) => scan.next(store, budget, mu, out),
+            Base::Values(values) => values.next(budget, mu, out),
+        }
+    }
+}
+
 enum Join {
     Index {
         right: ScanRt,
@@ -220,7 +311,7 @@ impl Atom {
 /// satisfy (a condition is numbered by its place in `add_condition`'s calls).
 pub struct Chain {
     width: usize,
-    base: ScanRt,
+    base: Base,
     joins: Vec<Join>,
     filters: Vec<Vec<Atom>>,
     conditions: Vec<Vec<(usize, Expr)>>,
@@ -238,7 +329,7 @@ pub enum JoinSpec {
 }
 
 impl Chain {
-    pub fn new(width: usize, base: Pattern, joins: Vec<JoinSpec>) -> Self {
+    pub fn new(width: usize, base: BaseSpec, joins: Vec<JoinSpec>) -> Self {
         let joins: Vec<Join> = joins
             .into_iter()
             .map(|j| match j {
@@ -271,7 +362,15 @@ impl Chain {
         let conditions = (0..=joins.len()).map(|_| Vec::new()).collect();
         Chain {
             width,
-            base: ScanRt::new(base),
+            base: match base {
+                BaseSpec::Scan(pattern) => Base::Scan(ScanRt::new(pattern)),
+                BaseSpec::Values { slots, cells, rows } => Base::Values(ValuesRt {
+                    slots,
+                    cells,
+                    rows,
+                    position: 0,
+                }),
+            },
             joins,
             filters,
             conditions,
@@ -319,7 +418,7 @@ impl Chain {
 
     /// Back to the initial state (to run again for another input mapping).
     pub fn reset(&mut self) {
-        self.base.offset = 0;
+        let _ = self.base.set_position(0);
         for join in &mut self.joins {
             match join {
                 Join::Index {
@@ -346,7 +445,7 @@ impl Chain {
     /// Start iterating from the saved state, as a new generator would: every
     /// scan reopens at its offset (counting its opening step).
     pub fn restart(&mut self) {
-        self.base.opened = false;
+        self.base.restart();
         for join in &mut self.joins {
             match join {
                 Join::Index {
@@ -380,7 +479,7 @@ impl Chain {
     /// `[has_current, current.., right offset]` (index) or
     /// `[has_current, current.., group_position, right offset]` (merge).
     pub fn state(&self) -> Vec<i64> {
-        let mut out = vec![self.base.offset as i64];
+        let mut out = vec![self.base.position() as i64];
         for join in &self.joins {
             match join {
                 Join::Index {
@@ -429,7 +528,7 @@ impl Chain {
         let count = |v: i64| -> Result<u64, String> {
             u64::try_from(v).map_err(|_| format!("negative count {v}"))
         };
-        self.base.offset = count(state[0])?;
+        self.base.set_position(count(state[0])?)?;
         let mut i = 1;
         for join in &mut self.joins {
             match join {
@@ -477,7 +576,7 @@ impl Chain {
 
     fn write_level(&self, level: usize, fixed: i64, out: &mut Vec<i64>) -> bool {
         if level == 0 {
-            out.push(self.base.offset as i64);
+            out.push(self.base.position() as i64);
             return true;
         }
         let mapping = |out: &mut Vec<i64>, has: bool, current: &[i64]| -> bool {

@@ -1,6 +1,8 @@
 //! The Python module `quanta.native._core` (PyO3).
 
-use crate::exec::{Atom, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status};
+use crate::exec::{
+    Atom, BaseSpec, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status,
+};
 use crate::expr::{Expr, Func};
 use crate::hdt::Hdt;
 use crate::index;
@@ -122,12 +124,13 @@ impl NativeHdt {
     }
 
     /// A native chain of a scan and joins (see `Pipeline`): `base` is a
-    /// pattern of codes (`id << 1` or `slot << 1 | 1`); each join is
-    /// `(0, pattern, 0)` (index loop join) or `(1, pattern, key slot)` (merge join).
+    /// pattern of codes (`id << 1` or `slot << 1 | 1`), or VALUES as
+    /// `(slots, cells, rows)`; each join is `(0, pattern, 0)` (index loop
+    /// join) or `(1, pattern, key slot)` (merge join).
     fn pipeline(
         &self,
         width: usize,
-        base: (i64, i64, i64),
+        base: &Bound<'_, PyAny>,
         joins: Vec<(u8, (i64, i64, i64), usize)>,
     ) -> PyResult<Pipeline> {
         let check = |p: (i64, i64, i64)| -> PyResult<Pattern> {
@@ -152,9 +155,19 @@ impl NativeHdt {
                 _ => return Err(PyValueError::new_err("unknown join")),
             });
         }
+        let base = if let Ok(pattern) = base.extract::<(i64, i64, i64)>() {
+            BaseSpec::Scan(check(pattern)?)
+        } else {
+            let (slots, cells, rows): (Vec<usize>, Vec<i64>, u64) = base.extract()?;
+            if slots.iter().any(|&s| s >= width) || cells.len() as u64 != slots.len() as u64 * rows
+            {
+                return Err(PyValueError::new_err("values: malformed rows"));
+            }
+            BaseSpec::Values { slots, cells, rows }
+        };
         Ok(Pipeline {
             store: self.store.clone(),
-            chain: Chain::new(width, check(base)?, specs),
+            chain: Chain::new(width, base, specs),
             undecided: Vec::new(),
         })
     }

@@ -139,7 +139,7 @@ def _union(op: Union, mu: Mapping, inner: float | None) -> float:
 
 def _chain(chain: NativeChain, mu: Mapping, inner: float | None) -> float:
     """A native chain's state lives in Rust: read from its flat state (`Pipeline.state()`:
-    the base scan's offset, then per join [has_current, current mapping (width ids),
+    the base scan's offset (VALUES: rows read), then per join [has_current, current mapping (width ids),
     (merge join: group position), right offset]), the same formula as the Python operators."""
     state = chain.pipeline.state()
     width = chain.ctx.width
@@ -164,4 +164,6 @@ def _chain(chain: NativeChain, mu: Mapping, inner: float | None) -> float:
             inner = _group(store, join.right, join.key, current, position, inner)
         else:
             inner = _scan(store, join.right, current, offset, inner)  # type: ignore[attr-defined]
+    if isinstance(levels[0], Values):
+        return _position(state[0], len(levels[0].rows), inner)
     return _scan(store, levels[0], mu, state[0], inner)  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
-"""Native execution of a plan's hot subtree: a left-deep chain of a scan and
-joins whose right sides are scans (index loop joins, merge joins), with the
-FILTERs between them, run by `quanta.native.Pipeline` over the native store.
+"""Native execution of a plan's hot subtree: a left-deep chain of a scan (or
+VALUES) and joins whose right sides are scans (index loop joins, merge
+joins), with the FILTERs between them, run by `quanta.native.Pipeline` over
+the native store.
 
 A FILTER runs natively as comparisons of ids (`atom`) and a condition the
 native core evaluates (`native_condition`: the functions of
@@ -33,6 +34,7 @@ from quanta.engine.operators.expression import Filter
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
+from quanta.engine.operators.values import Values
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
 from quanta.native._core import Regex
 from quanta.plan.v1 import plan_pb2 as pb
@@ -84,7 +86,7 @@ class NativeChain(Operator):
             levels.append(op)
             filters.append(above)
             above = []
-            if isinstance(op, Scan):
+            if isinstance(op, Scan | Values):
                 break
             op = op.left  # type: ignore[attr-defined]
         levels.reverse()
@@ -94,7 +96,9 @@ class NativeChain(Operator):
             (0, j.right.pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
             for j in levels[1:]
         ]
-        self.pipeline = ctx.store.hdt.pipeline(ctx.width, levels[0].pattern, joins)  # type: ignore[attr-defined]
+        base = levels[0]
+        start = base.pattern if isinstance(base, Scan) else _values(base)  # type: ignore[arg-type]
+        self.pipeline = ctx.store.hdt.pipeline(ctx.width, start, joins)  # type: ignore[attr-defined]
         for level, conjunction in enumerate(filters):
             for f in conjunction:
                 atoms, tree = split_condition(f, ctx)  # type: ignore[misc]
@@ -173,7 +177,11 @@ class NativeChain(Operator):
         """The native state into the Python operators' attributes."""
         state = self.pipeline.state()
         width = self.ctx.width
-        self.levels[0].offset = state[0]  # type: ignore[attr-defined]
+        base = self.levels[0]
+        if isinstance(base, Values):
+            base.position = state[0]
+        else:
+            base.offset = state[0]  # type: ignore[attr-defined]
         i = 1
         for join in self.levels[1:]:
             current = tuple(state[i + 1 : i + 1 + width]) if state[i] else None
@@ -215,9 +223,14 @@ def native_execution(ctx: Context) -> bool:
     return hasattr(ctx.store, "hdt") and hasattr(ctx.store.hdt, "pipeline") and os.environ.get(NATIVE_EXEC_ENV) != "0"
 
 
+def _values(op: Values) -> tuple[list[int], list[int], int]:
+    """VALUES as the native chain's base: (slots, cells, rows)."""
+    return op.slots, [v for row in op.rows for v in row], len(op.rows)
+
+
 def chain_of(op: Operator, ctx: Context) -> bool:
-    """A scan, or a join of such a chain with a scan, or a simple filter of one."""
-    if isinstance(op, Scan):
+    """A scan or VALUES, or a join of such a chain with a scan, or a filter of one."""
+    if isinstance(op, Scan | Values):
         return True
     if isinstance(op, IndexJoin):
         return isinstance(op.right, Scan) and chain_of(op.left, ctx)
