@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from quanta.engine.execute import run
+from quanta.engine.execute import decode, run
 from quanta.engine.operators.native import NativeChain
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
@@ -217,3 +217,53 @@ def test_an_error_of_the_python_test_fails_the_run(tmp_path: Path) -> None:
     assert chains(plan.root)
     with pytest.raises(ExpressionLimit):
         run(plan, quantum)
+
+
+BINDS = [
+    "?a",  # a term of the dictionary: its id, natively
+    "IF(ISNUMERIC(?a), ?a, <http://example.org/a>)",
+    "COALESCE(?a * ?a, ?a)",  # computed numbers: the Python function makes their ids
+    "STR(?a)",
+    '"a constant"',
+    "?a + 1",
+    "1/0",  # an error: unbound
+]
+
+
+@pytest.mark.parametrize("expression", BINDS)
+@pytest.mark.parametrize("where", ["between", "after"])
+def test_native_binds_are_the_python_operators(
+    every_kind: TripleStore, expression: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BIND inside a chain (between its joins or above them) is the Python operator,
+    step for step, and keeps the chain native."""
+    v, w = "<http://example.org/v>", "<http://example.org/w>"
+    if where == "between":
+        q = f"SELECT ?a ?b ?c WHERE {{ ?s {v} ?a BIND({expression} AS ?c) ?t {w} ?b FILTER(?c != ?b) }}"
+    else:
+        q = f"SELECT ?a ?b ?c WHERE {{ ?s {v} ?a . ?t {w} ?b BIND({expression} AS ?c) }}"
+    root = compile_query(q, every_kind).root
+    stack, python_binds = [root], 0
+    while stack:
+        op = stack.pop()
+        python_binds += type(op).__name__ == "Extend"
+        stack += [getattr(op, a) for a in ("input", "left", "right") if hasattr(op, a)]
+    assert _native.uses_native(every_kind, q) and python_binds == 0, "the BIND runs inside the chain"
+    steps = _native.total_steps(every_kind, q)
+    _native.compare(every_kind, q, monkeypatch, every=max(1, steps // 12))
+
+
+def test_a_bind_of_a_bound_variable_keeps_equal_rows_only(every_kind: TripleStore) -> None:
+    """BIND to a variable the left side of a join binds (as a bind join's VALUES does)
+    keeps a row only when the values agree."""
+    q = (
+        'SELECT ?a ?c WHERE { VALUES ?c { <http://example.org/a> "abc" } '
+        "{ ?s <http://example.org/v> ?a BIND(?a AS ?c) } }"
+    )
+    plan = compile_query(q, every_kind)
+    quantum = Quantum(None)
+    plan.ctx.quantum = quantum
+    rows, done = run(plan, quantum)
+    assert done and _native.uses_native(every_kind, q)
+    decoded = set(decode(plan, rows))
+    assert decoded == {("http://example.org/a", "http://example.org/a"), ('"abc"', '"abc"')}, decoded

@@ -4,9 +4,10 @@
 //! step for step: the same rows in the same order, the same steps counted
 //! (one per scan opened, one per index entry read), a suspension between any
 //! two entries, and the same state, which the Python side saves in the same
-//! flat layout. Rows are handed back in batches. FILTERs between the levels
-//! are comparisons of ids (`Atom`) or conditions evaluated natively
-//! (`crate::expr`), which hand the rows they cannot decide to the caller.
+//! flat layout. Rows are handed back in batches. Each level's rows then go
+//! through its FILTERs and BINDs in order (`Step`): comparisons of ids
+//! (`Atom`), conditions and values evaluated natively (`crate::expr`), which
+//! hand what they cannot decide to the caller.
 
 use crate::expr::{Eval, Expr, Fail, Terms};
 use crate::store::{Cursor, Store, Triple};
@@ -24,17 +25,17 @@ pub enum Status {
 }
 
 /// The quantum's budget of steps and how its clock is checked; and who
-/// decides a row a condition cannot (`undecided(condition, row)`: the
-/// reference evaluator; an error stops the run as an expiry does, for the
-/// caller to raise).
+/// decides what a step cannot (`undecided(step, row)`: the reference
+/// evaluator: a condition's truth as 0 or 1, a BIND's term id, 0 for none;
+/// an error stops the run as an expiry does, for the caller to raise).
 pub struct Budget<'a> {
     pub steps: i64,
     pub check: &'a mut dyn FnMut(&mut i64) -> Result<(), Expired>,
     pub undecided: &'a mut Undecided<'a>,
 }
 
-/// Decides a row (`&[i64]`) for condition number `usize`.
-pub type Undecided<'a> = dyn FnMut(usize, &[i64]) -> Result<bool, Expired> + 'a;
+/// Decides a row (`&[i64]`) for step number `usize`.
+pub type Undecided<'a> = dyn FnMut(usize, &[i64]) -> Result<i64, Expired> + 'a;
 
 #[derive(Debug)]
 pub struct Expired;
@@ -306,17 +307,26 @@ impl Atom {
     }
 }
 
+/// What a level does to each of its rows, in order: a FILTER drops it, a
+/// BIND sets a slot (numbered conditions and BINDs: by their place among
+/// `add_condition` and `add_extend` calls).
+enum Step {
+    Atoms(Vec<Atom>),
+    Condition(usize, Expr),
+    /// BIND(expression AS slot): an error leaves the slot unbound; a slot
+    /// already bound (by the input mapping) keeps the row only if equal
+    Extend(usize, usize, Expr),
+}
+
 /// The chain: `base`, then each join taking the previous level as its left;
-/// `filters[i]` and `conditions[i]`: a conjunction the rows of level `i` must
-/// satisfy (a condition is numbered by its place in `add_condition`'s calls).
+/// `steps[i]`: what happens to each row of level `i`.
 pub struct Chain {
     width: usize,
     base: Base,
     joins: Vec<Join>,
-    filters: Vec<Vec<Atom>>,
-    conditions: Vec<Vec<(usize, Expr)>>,
+    steps: Vec<Vec<Step>>,
     added: usize,
-    /// rows a condition handed to `Budget::undecided`
+    /// rows a step handed to `Budget::undecided`
     pub undecided: u64,
     terms: Terms,
     scratch: Vec<Vec<i64>>,
@@ -358,8 +368,7 @@ impl Chain {
             })
             .collect();
         let scratch = (0..=joins.len()).map(|_| vec![0; width]).collect();
-        let filters = vec![Vec::new(); joins.len() + 1];
-        let conditions = (0..=joins.len()).map(|_| Vec::new()).collect();
+        let steps = (0..=joins.len()).map(|_| Vec::new()).collect();
         Chain {
             width,
             base: match base {
@@ -372,8 +381,7 @@ impl Chain {
                 }),
             },
             joins,
-            filters,
-            conditions,
+            steps,
             added: 0,
             undecided: 0,
             terms: Terms::default(),
@@ -383,17 +391,15 @@ impl Chain {
 
     /// Rows of `level` must also satisfy `condition`; returns its number.
     pub fn add_condition(&mut self, level: usize, condition: Expr) -> Result<usize, String> {
-        if condition.max_slot().is_some_and(|s| s >= self.width) {
-            return Err("filter refers to an undeclared variable".into());
-        }
+        self.check_slots(&condition, None)?;
         let condition = condition.memoized(&mut self.terms);
-        let number = self.added;
-        self.conditions
-            .get_mut(level)
-            .ok_or("no such level")?
-            .push((number, condition));
-        self.added += 1;
-        Ok(number)
+        self.add_step(level, |number| Step::Condition(number, condition))
+    }
+
+    /// Rows of `level` get `slot` bound to `value` (a BIND); returns its number.
+    pub fn add_extend(&mut self, level: usize, slot: usize, value: Expr) -> Result<usize, String> {
+        self.check_slots(&value, Some(slot))?;
+        self.add_step(level, |number| Step::Extend(number, slot, value))
     }
 
     /// Rows of `level` must also satisfy `atoms` (a FILTER between joins).
@@ -405,11 +411,29 @@ impl Chain {
                 }
             }
         }
-        self.filters
-            .get_mut(level)
-            .ok_or("no such level")?
-            .extend(atoms);
+        self.add_step(level, |_| Step::Atoms(atoms)).map(|_| ())
+    }
+
+    fn check_slots(&self, e: &Expr, target: Option<usize>) -> Result<(), String> {
+        if e.max_slot().max(target).is_some_and(|s| s >= self.width) {
+            return Err("an expression refers to an undeclared variable".into());
+        }
         Ok(())
+    }
+
+    fn add_step(
+        &mut self,
+        level: usize,
+        step: impl FnOnce(usize) -> Step,
+    ) -> Result<usize, String> {
+        let number = self.added;
+        let step = step(number);
+        let numbered = !matches!(step, Step::Atoms(_));
+        self.steps.get_mut(level).ok_or("no such level")?.push(step);
+        if numbered {
+            self.added += 1;
+        }
+        Ok(number)
     }
 
     pub fn width(&self) -> usize {
@@ -728,39 +752,62 @@ impl Chain {
             if !self.next_unfiltered(level, store, budget, mu, out)? {
                 return Ok(false);
             }
-            if self.filters[level].iter().all(|atom| atom.holds(out))
-                && self.conditions_hold(level, store, budget, out)?
-            {
+            if self.steps_keep(level, store, budget, out)? {
                 return Ok(true);
             }
         }
     }
 
-    fn conditions_hold(
+    /// `row` through the level's steps: whether it is kept (BINDs set in place).
+    fn steps_keep(
         &mut self,
         level: usize,
         store: &Store,
         budget: &mut Budget,
-        row: &[i64],
+        row: &mut [i64],
     ) -> Result<bool, Expired> {
         let Chain {
-            conditions,
+            steps,
             terms,
             undecided,
             ..
         } = self;
-        for (number, condition) in &conditions[level] {
-            let mut eval = Eval { store, terms, row };
-            let holds = match eval.test(condition) {
-                Ok(holds) => holds,
-                Err(Fail::Unknown) => {
-                    *undecided += 1;
-                    (budget.undecided)(*number, row)?
+        for step in &steps[level] {
+            match step {
+                Step::Atoms(atoms) => {
+                    if !atoms.iter().all(|atom| atom.holds(row)) {
+                        return Ok(false);
+                    }
                 }
-                Err(Fail::Error) => false,
-            };
-            if !holds {
-                return Ok(false);
+                Step::Condition(number, condition) => {
+                    let holds = match (Eval { store, terms, row }).test(condition) {
+                        Ok(holds) => holds,
+                        Err(Fail::Unknown) => {
+                            *undecided += 1;
+                            (budget.undecided)(*number, row)? != 0
+                        }
+                        Err(Fail::Error) => false,
+                    };
+                    if !holds {
+                        return Ok(false);
+                    }
+                }
+                Step::Extend(number, slot, value) => {
+                    let id = match (Eval { store, terms, row }).id(value) {
+                        Ok(id) => id,
+                        Err(_) => {
+                            *undecided += 1;
+                            (budget.undecided)(*number, row)?
+                        }
+                    };
+                    if id != 0 {
+                        if row[*slot] == 0 {
+                            row[*slot] = id;
+                        } else if row[*slot] != id {
+                            return Ok(false);
+                        }
+                    }
+                }
             }
         }
         Ok(true)

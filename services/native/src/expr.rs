@@ -96,12 +96,13 @@ impl Kind {
 #[derive(Debug)]
 pub enum Term {
     Iri { gid: i64, text: Box<str> },
-    Blank(Box<str>),
+    Blank { gid: i64, label: Box<str> },
     Literal(Literal),
 }
 
 #[derive(Debug)]
 pub struct Literal {
+    gid: i64,
     lex: Box<str>,
     lang: Option<Box<str>>,
     dt: Arc<str>,
@@ -109,6 +110,14 @@ pub struct Literal {
 }
 
 impl Term {
+    /// Its id: the dictionary's, or a query constant's in the plan's term table (0: none).
+    pub fn gid(&self) -> i64 {
+        match self {
+            Term::Iri { gid, .. } | Term::Blank { gid, .. } => *gid,
+            Term::Literal(l) => l.gid,
+        }
+    }
+
     /// A term in the dictionary's syntax (`quanta.sparql.terms`): IRIs bare,
     /// literals as `"lexical"` with `@lang` or `^^<datatype>`, `_:label`.
     pub fn parse(text: &str, gid: i64) -> Term {
@@ -118,6 +127,7 @@ impl Term {
             let suffix = &rest[(end + 1).min(rest.len())..];
             if let Some(lang) = suffix.strip_prefix('@').filter(|l| !l.is_empty()) {
                 return Term::Literal(Literal {
+                    gid,
                     lex: lex.into(),
                     lang: Some(lang.into()),
                     dt: RDF_LANGSTRING.into(),
@@ -130,12 +140,14 @@ impl Term {
                 .filter(|d| *d != XSD_STRING);
             return Term::Literal(match dt {
                 None => Literal {
+                    gid,
                     lex: lex.into(),
                     lang: None,
                     dt: XSD_STRING.into(),
                     kind: Kind::Str,
                 },
                 Some(dt) => Literal {
+                    gid,
                     kind: decode(lex, dt),
                     lex: lex.into(),
                     lang: None,
@@ -144,7 +156,10 @@ impl Term {
             });
         }
         if let Some(label) = text.strip_prefix("_:") {
-            return Term::Blank(label.into());
+            return Term::Blank {
+                gid,
+                label: label.into(),
+            };
         }
         Term::Iri {
             gid,
@@ -330,7 +345,7 @@ impl Val {
             Val::Str(t) => simple(match &**t {
                 Term::Literal(l) => &l.lex,
                 Term::Iri { text, .. } => text,
-                Term::Blank(label) => label, // never made: STR of a blank node is an error
+                Term::Blank { label, .. } => label, // never made: STR of a blank node is an error
             }),
             Val::Text(s) => simple(s),
             Val::Bool(b) => Lit {
@@ -360,7 +375,7 @@ impl Val {
     fn blank(&self) -> Option<&str> {
         match self {
             Val::Term(t) => match &**t {
-                Term::Blank(label) => Some(label),
+                Term::Blank { label, .. } => Some(label),
                 _ => None,
             },
             _ => None,
@@ -800,6 +815,17 @@ pub struct Eval<'a> {
 }
 
 impl Eval<'_> {
+    /// The id of the value (a BIND's): Ok(0) for an error (the slot stays
+    /// unbound); Unknown for a value that is no term of the dictionary or the
+    /// query (the reference makes it one).
+    pub fn id(&mut self, e: &Expr) -> Out<i64> {
+        match self.value(e) {
+            Ok(Val::Term(t)) if t.gid() != 0 => Ok(t.gid()),
+            Err(Fail::Error) => Ok(0),
+            _ => Err(Fail::Unknown),
+        }
+    }
+
     /// The condition's effective boolean value: Ok(false) for an error.
     pub fn test(&mut self, e: &Expr) -> Out<bool> {
         match self.truth(e) {
@@ -986,7 +1012,7 @@ impl Eval<'_> {
                 let v = self.value(&args[0])?;
                 match &v {
                     Val::Term(t) => match &**t {
-                        Term::Blank(_) => Err(Fail::Error),
+                        Term::Blank { .. } => Err(Fail::Error),
                         Term::Literal(l) if l.kind == Kind::Str => Ok(v.clone()),
                         _ => Ok(Val::Str(t.clone())),
                     },

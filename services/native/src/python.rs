@@ -551,8 +551,10 @@ impl TripleCursor {
 pub struct Pipeline {
     store: Arc<Store>,
     chain: Chain,
-    /// per condition, the Python test that decides the rows it cannot
-    undecided: Vec<Py<PyAny>>,
+    /// per condition or BIND (by number), the Python function that decides
+    /// what it cannot, and whether it gives a term id (a BIND's value) rather
+    /// than a truth
+    undecided: Vec<(Py<PyAny>, bool)>,
 }
 
 pub const FULL: u8 = 0;
@@ -615,7 +617,25 @@ impl Pipeline {
         self.chain
             .add_condition(level, expr)
             .map_err(PyValueError::new_err)?;
-        self.undecided.push(test);
+        self.undecided.push((test, false));
+        Ok(())
+    }
+
+    /// Rows of chain level `level` get `slot` bound to `value` (a tree as in
+    /// `add_condition`), evaluated natively; `compute(row)`, the reference,
+    /// gives the term id of a value that is no known term (0: unbound).
+    fn add_extend(
+        &mut self,
+        level: usize,
+        slot: usize,
+        value: &Bound<'_, PyAny>,
+        compute: Py<PyAny>,
+    ) -> PyResult<()> {
+        let expr = expression(value)?;
+        self.chain
+            .add_extend(level, slot, expr)
+            .map_err(PyValueError::new_err)?;
+        self.undecided.push((compute, true));
         Ok(())
     }
 
@@ -623,7 +643,7 @@ impl Pipeline {
         self.chain.reset();
     }
 
-    /// Rows the native conditions left to their Python tests so far.
+    /// Rows the native conditions and BINDs left to Python so far.
     #[getter]
     fn undecided(&self) -> u64 {
         self.chain.undecided
@@ -754,10 +774,17 @@ impl Pipeline {
                 &mut python_check
             };
             let undecided = &self.undecided;
-            let mut ask = |number: usize, row: &[i64]| -> Result<bool, Expired> {
+            let mut ask = |number: usize, row: &[i64]| -> Result<i64, Expired> {
+                let (function, gives_id) = &undecided[number];
                 let result = PyTuple::new(py, row)
-                    .and_then(|row| undecided[number].bind(py).call1((row,)))
-                    .and_then(|r| r.is_truthy());
+                    .and_then(|row| function.bind(py).call1((row,)))
+                    .and_then(|r| {
+                        if *gives_id {
+                            r.extract::<i64>()
+                        } else {
+                            r.is_truthy().map(i64::from)
+                        }
+                    });
                 result.map_err(|e| {
                     *failure.borrow_mut() = Some(e);
                     Expired

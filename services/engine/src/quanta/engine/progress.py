@@ -38,7 +38,7 @@ to quantum, and 1.0 exactly at the end.
 from __future__ import annotations
 
 from quanta.engine.operators import Extend, Filter, IndexJoin, MergeJoin, Operator, Scan, Slice, Union, Values
-from quanta.engine.operators.native import NativeChain
+from quanta.engine.operators.native import NativeChain, right_scan
 from quanta.engine.plan import Plan
 from quanta.engine.storage import TripleStore
 from quanta.sparql.term_table import Mapping
@@ -163,7 +163,7 @@ def _chain(chain: NativeChain, mu: Mapping, inner: float | None) -> float:
         elif isinstance(join, MergeJoin):
             inner = _group(store, join.right, join.key, current, position, inner)
         else:
-            inner = _scan(store, join.right, current, offset, inner)  # type: ignore[attr-defined]
+            inner = _scan(store, right_scan(join), current, offset, inner)  # type: ignore[arg-type]
     if isinstance(levels[0], Values):
         return _position(state[0], len(levels[0].rows), inner)
     return _scan(store, levels[0], mu, state[0], inner)  # type: ignore[arg-type]

@@ -1,14 +1,15 @@
 """Native execution of a plan's hot subtree: a left-deep chain of a scan (or
 VALUES) and joins whose right sides are scans (index loop joins, merge
-joins), with the FILTERs between them, run by `quanta.native.Pipeline` over
-the native store.
+joins), with the FILTERs and BINDs between them, run by
+`quanta.native.Pipeline` over the native store.
 
-A FILTER runs natively as comparisons of ids (`atom`) and a condition the
-native core evaluates (`native_condition`: the functions of
-`NATIVE_FUNCTIONS`, REGEX with a constant pattern); a row whose values the
-native evaluator does not decide exactly (decimal arithmetic, an
-overflow, a term outside the dictionary) is decided by the Python
-operator's own test.
+A FILTER runs natively as comparisons of ids (`atom`) and a condition, a BIND
+as a value, that the native core evaluates (`native_condition`: the functions
+of `NATIVE_FUNCTIONS`, REGEX with a constant pattern). What it does not
+decide exactly (decimal arithmetic, an overflow, a term outside the
+dictionary; for a BIND, a value that is no term of the dictionary or the
+query) the Python operator's own function decides, for that row: a BIND's
+gives the value its id in the plan's term table.
 
 The chain keeps its Python operators (`inner`) for what does not run: the
 static description, the saved state's layout and its validation. Rust runs
@@ -30,7 +31,7 @@ from typing import Any
 
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, State
-from quanta.engine.operators.expression import Filter
+from quanta.engine.operators.expression import Extend, Filter
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
@@ -75,37 +76,43 @@ class NativeChain(Operator):
         self.demand = demand
         self.batch = FIRST_BATCH if demand is not None else 1
         levels: list[Operator] = []
-        filters: list[list[Filter]] = []  # the conjunction each level's rows must satisfy
-        above: list[Filter] = []
+        posts: list[list[Filter | Extend]] = []  # each level's FILTERs and BINDs, from the top down
+        above: list[Filter | Extend] = []
         op = inner
         while True:
-            if isinstance(op, Filter):
+            if isinstance(op, Filter | Extend):
                 above.append(op)
                 op = op.input
                 continue
+            if isinstance(op, IndexJoin):  # the right side's apply to the join's rows, below those above it
+                above += _over_scan(op.right)
             levels.append(op)
-            filters.append(above)
+            posts.append(above)
             above = []
             if isinstance(op, Scan | Values):
                 break
             op = op.left  # type: ignore[attr-defined]
         levels.reverse()
-        filters.reverse()
-        self.levels = levels  # the base scan, then each join bottom up (filters hold no state)
+        posts.reverse()
+        self.levels = levels  # the base scan, then each join bottom up (filters and BINDs hold no state)
         joins = [
-            (0, j.right.pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
+            (0, right_scan(j).pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
             for j in levels[1:]
         ]
         base = levels[0]
         start = base.pattern if isinstance(base, Scan) else _values(base)  # type: ignore[arg-type]
         self.pipeline = ctx.store.hdt.pipeline(ctx.width, start, joins)  # type: ignore[attr-defined]
-        for level, conjunction in enumerate(filters):
-            for f in conjunction:
-                atoms, tree = split_condition(f, ctx)  # type: ignore[misc]
+        for level, ops in enumerate(posts):
+            for post in reversed(ops):  # bottom up: a BIND's slot is bound for what is above it
+                if isinstance(post, Extend):
+                    tree = native_condition(post.expression, ctx)
+                    self.pipeline.add_extend(level, post.slot, tree, post.value)
+                    continue
+                atoms, tree = split_condition(post, ctx)  # type: ignore[misc]
                 if atoms:
                     self.pipeline.add_filter(level, atoms)
                 if tree is not None:  # after the atoms: the Python test decides a whole row
-                    self.pipeline.add_condition(level, tree, f.test)
+                    self.pipeline.add_condition(level, tree, post.test)
         # while a batch is being handed out: [state before it, rows taken, rows in it, input mapping]
         self.pending: list | None = None  # type: ignore[type-arg]
 
@@ -191,7 +198,7 @@ class NativeChain(Operator):
                 join.right.offset = state[i + 2 + width]
                 i += 3 + width
             else:
-                join.right.offset = state[i + 1 + width]  # type: ignore[attr-defined]
+                right_scan(join).offset = state[i + 1 + width]  # type: ignore[arg-type]
                 i += 2 + width
 
     def load_state(self, state: State) -> None:
@@ -228,16 +235,43 @@ def _values(op: Values) -> tuple[list[int], list[int], int]:
     return op.slots, [v for row in op.rows for v in row], len(op.rows)
 
 
+def _over_scan(op: Operator) -> list[Filter | Extend]:
+    """The FILTERs and BINDs over a join's right-side scan, from the top down."""
+    found: list[Filter | Extend] = []
+    while isinstance(op, Filter | Extend):
+        found.append(op)
+        op = op.input
+    return found
+
+
+def right_scan(join: IndexJoin) -> Scan:
+    """An index join's right-side scan, below its FILTERs and BINDs: the join's rows are
+    the right side's, so those apply to them (and keep no state)."""
+    op = join.right
+    while isinstance(op, Filter | Extend):
+        op = op.input
+    return op  # type: ignore[return-value]
+
+
+def _native(op: Filter | Extend, ctx: Context) -> bool:
+    if isinstance(op, Extend):
+        return native_condition(op.expression, ctx) is not None
+    return split_condition(op, ctx) is not None
+
+
 def chain_of(op: Operator, ctx: Context) -> bool:
-    """A scan or VALUES, or a join of such a chain with a scan, or a filter of one."""
+    """A scan or VALUES, or a join of such a chain with a scan (under FILTERs and BINDs),
+    or a FILTER or BIND of one, when the native core evaluates those."""
     if isinstance(op, Scan | Values):
         return True
     if isinstance(op, IndexJoin):
-        return isinstance(op.right, Scan) and chain_of(op.left, ctx)
+        right = _over_scan(op.right)
+        native = isinstance(right_scan(op), Scan) and all(_native(r, ctx) for r in right)
+        return native and chain_of(op.left, ctx)
     if isinstance(op, MergeJoin):
         return chain_of(op.left, ctx)
-    if isinstance(op, Filter):
-        return split_condition(op, ctx) is not None and chain_of(op.input, ctx)
+    if isinstance(op, Filter | Extend):
+        return _native(op, ctx) and chain_of(op.input, ctx)
     return False
 
 
