@@ -41,6 +41,10 @@ WATDIV = {
         f"SELECT * WHERE {{ ?a <{W}follows> ?b . ?b <{W}follows> ?c . ?c <{W}likes> ?p "
         f"FILTER(?a != ?c) FILTER(!sameTerm(?b, <{W}User0>)) FILTER(?p != <{W}Product0>) }} LIMIT 2000"
     ),
+    "union in join": (
+        f"SELECT * WHERE {{ ?u <{W}friendOf> ?f . {{ ?f <{W}likes> ?p }} UNION {{ ?f <{W}follows> ?p }} "
+        f"FILTER(?p != <{W}User0>) }} LIMIT 3000"
+    ),
     "equal to a constant": (
         f"SELECT * WHERE {{ ?a <{W}follows> ?b . ?b <{W}likes> ?p FILTER(?b = <{W}User10>) }} LIMIT 500"
     ),
@@ -110,6 +114,14 @@ def _walk(op: object) -> Iterator[object]:
     for attr in ("input", "left", "right"):
         if hasattr(op, attr):
             yield from _walk(getattr(op, attr))
+
+
+@pytest.mark.parametrize("name", ["union in join", "values", "bind", "filter"])
+def test_whole_plans_run_as_one_chain(small: TripleStore, name: str) -> None:
+    """A UNION of scans on a join's right side, VALUES at the start, BIND and FILTER
+    between the joins: the plan is one native chain, no Python operator iterates."""
+    root = compile_query(P + QUERIES[name], small).root
+    assert isinstance(root, NativeChain), type(root).__name__
 
 
 def test_chains_run_natively(small: TripleStore) -> None:

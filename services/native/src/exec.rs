@@ -161,9 +161,92 @@ impl ScanRt {
     }
 }
 
+/// A scan, or a UNION of scans run one after the other (the Python `Union`:
+/// its state is the running branch, then each branch's offset; a lone scan's
+/// is its offset): a chain's base, or an index join's right side.
+struct ScansRt {
+    branches: Vec<ScanRt>,
+    active: usize,
+    union: bool,
+}
+
+impl ScansRt {
+    fn new(patterns: Vec<Pattern>, union: bool) -> Self {
+        ScansRt {
+            branches: patterns.into_iter().map(ScanRt::new).collect(),
+            active: 0,
+            union,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.active = 0;
+        for branch in &mut self.branches {
+            branch.offset = 0;
+            branch.opened = false;
+        }
+    }
+
+    fn restart(&mut self) {
+        self.branches.iter_mut().for_each(|b| b.opened = false);
+    }
+
+    /// Values in the state (both layouts).
+    fn len(&self) -> usize {
+        self.branches.len() + usize::from(self.union)
+    }
+
+    fn save(&self, out: &mut Vec<i64>) {
+        if self.union {
+            out.push(self.active as i64);
+        }
+        out.extend(self.branches.iter().map(|b| b.offset as i64));
+    }
+
+    fn load(&mut self, values: &[i64]) -> Result<(), String> {
+        let count = |v: i64| u64::try_from(v).map_err(|_| format!("negative count {v}"));
+        let offsets = if self.union {
+            let active = count(values[0])? as usize;
+            if active > self.branches.len() {
+                return Err(format!("saved branch {active} past the union's"));
+            }
+            self.active = active;
+            &values[1..]
+        } else {
+            self.active = 0;
+            values
+        };
+        for (branch, &v) in self.branches.iter_mut().zip(offsets) {
+            branch.offset = count(v)?;
+        }
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+        store: &Store,
+        budget: &mut Budget,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<bool, Expired> {
+        while self.active < self.branches.len() {
+            if self.branches[self.active].next(store, budget, mu, out)? {
+                return Ok(true);
+            }
+            if !self.union {
+                return Ok(false); // a lone scan stays the running one
+            }
+            self.active += 1;
+        }
+        Ok(false)
+    }
+}
+
 /// What a chain starts from: a scan, or inline rows (VALUES).
 pub enum BaseSpec {
     Scan(Pattern),
+    /// a UNION of scans
+    Union(Vec<Pattern>),
     /// the slots the rows bind, their cells (`slots.len()` ids a row, 0:
     /// UNDEF), and how many rows
     Values {
@@ -174,7 +257,7 @@ pub enum BaseSpec {
 }
 
 enum Base {
-    Scan(ScanRt),
+    Scans(ScansRt),
     Values(ValuesRt),
 }
 
@@ -215,26 +298,46 @@ impl ValuesRt {
 }
 
 impl Base {
-    /// The scan's offset, or the rows read.
-    fn position(&self) -> u64 {
+    /// Values in the state.
+    fn len(&self) -> usize {
         match self {
-            Base::Scan(scan) => scan.offset,
-            Base::Values(values) => values.position,
+            Base::Scans(scans) => scans.len(),
+            Base::Values(_) => 1,
         }
     }
 
-    fn set_position(&mut self, position: u64) -> Result<(), String> {
+    fn save(&self, out: &mut Vec<i64>) {
         match self {
-            Base::Scan(scan) => scan.offset = position,
-            Base::Values(values) if position <= values.len() => values.position = position,
-            Base::Values(_) => return Err(format!("saved position {position} past the rows")),
+            Base::Scans(scans) => scans.save(out),
+            Base::Values(values) => out.push(values.position as i64),
         }
-        Ok(())
+    }
+
+    fn load(&mut self, state: &[i64]) -> Result<(), String> {
+        match self {
+            Base::Scans(scans) => scans.load(state),
+            Base::Values(values) => {
+                let position =
+                    u64::try_from(state[0]).map_err(|_| "negative position".to_string())?;
+                if position > values.len() {
+                    return Err(format!("saved position {position} past the rows"));
+                }
+                values.position = position;
+                Ok(())
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        match self {
+            Base::Scans(scans) => scans.reset(),
+            Base::Values(values) => values.position = 0,
+        }
     }
 
     fn restart(&mut self) {
-        if let Base::Scan(scan) = self {
-            scan.opened = false;
+        if let Base::Scans(scans) = self {
+            scans.restart();
         }
     }
 
@@ -246,7 +349,7 @@ impl Base {
         out: &mut [i64],
     ) -> Result<bool, Expired> {
         match self {
-            Base::Scan(scan) => scan.next(store, budget, mu, out),
+            Base::Scans(scans) => scans.next(store, budget, mu, out),
             Base::Values(values) => values.next(budget, mu, out),
         }
     }
@@ -254,7 +357,7 @@ impl Base {
 
 enum Join {
     Index {
-        right: ScanRt,
+        right: ScansRt,
         current: Vec<i64>,
         has_current: bool,
         in_right: bool,
@@ -335,7 +438,12 @@ pub struct Chain {
 /// One join of a chain's description.
 pub enum JoinSpec {
     Index(Pattern),
-    Merge { key: usize, right: Pattern },
+    /// an index join whose right side is a UNION of these patterns
+    IndexUnion(Vec<Pattern>),
+    Merge {
+        key: usize,
+        right: Pattern,
+    },
 }
 
 impl Chain {
@@ -344,7 +452,13 @@ impl Chain {
             .into_iter()
             .map(|j| match j {
                 JoinSpec::Index(p) => Join::Index {
-                    right: ScanRt::new(p),
+                    right: ScansRt::new(vec![p], false),
+                    current: vec![0; width],
+                    has_current: false,
+                    in_right: false,
+                },
+                JoinSpec::IndexUnion(patterns) => Join::Index {
+                    right: ScansRt::new(patterns, true),
                     current: vec![0; width],
                     has_current: false,
                     in_right: false,
@@ -372,7 +486,8 @@ impl Chain {
         Chain {
             width,
             base: match base {
-                BaseSpec::Scan(pattern) => Base::Scan(ScanRt::new(pattern)),
+                BaseSpec::Scan(pattern) => Base::Scans(ScansRt::new(vec![pattern], false)),
+                BaseSpec::Union(patterns) => Base::Scans(ScansRt::new(patterns, true)),
                 BaseSpec::Values { slots, cells, rows } => Base::Values(ValuesRt {
                     slots,
                     cells,
@@ -442,13 +557,13 @@ impl Chain {
 
     /// Back to the initial state (to run again for another input mapping).
     pub fn reset(&mut self) {
-        let _ = self.base.set_position(0);
+        self.base.reset();
         for join in &mut self.joins {
             match join {
                 Join::Index {
                     right, has_current, ..
                 } => {
-                    right.offset = 0;
+                    right.reset();
                     *has_current = false;
                 }
                 Join::Merge {
@@ -478,7 +593,7 @@ impl Chain {
                     in_right,
                     ..
                 } => {
-                    right.opened = false;
+                    right.restart();
                     *in_right = *has_current;
                 }
                 Join::Merge {
@@ -500,10 +615,12 @@ impl Chain {
     }
 
     /// The state, flat: the base scan's offset, then per join (bottom up)
-    /// `[has_current, current.., right offset]` (index) or
+    /// `[has_current, current.., right offset]` (index; a UNION on the right:
+    /// `[.., active branch, each branch's offset]`) or
     /// `[has_current, current.., group_position, right offset]` (merge).
     pub fn state(&self) -> Vec<i64> {
-        let mut out = vec![self.base.position() as i64];
+        let mut out = Vec::new();
+        self.base.save(&mut out);
         for join in &self.joins {
             match join {
                 Join::Index {
@@ -514,7 +631,7 @@ impl Chain {
                 } => {
                     out.push(*has_current as i64);
                     out.extend_from_slice(current);
-                    out.push(right.offset as i64);
+                    right.save(&mut out);
                 }
                 Join::Merge {
                     right_offset,
@@ -535,14 +652,15 @@ impl Chain {
 
     pub fn load(&mut self, state: &[i64]) -> Result<(), String> {
         let w = self.width;
-        let expected = 1 + self
-            .joins
-            .iter()
-            .map(|j| match j {
-                Join::Index { .. } => 2 + w,
-                Join::Merge { .. } => 3 + w,
-            })
-            .sum::<usize>();
+        let expected = self.base.len()
+            + self
+                .joins
+                .iter()
+                .map(|j| match j {
+                    Join::Index { right, .. } => 1 + w + right.len(),
+                    Join::Merge { .. } => 3 + w,
+                })
+                .sum::<usize>();
         if state.len() != expected {
             return Err(format!(
                 "native state of {} values, expected {expected}",
@@ -552,8 +670,8 @@ impl Chain {
         let count = |v: i64| -> Result<u64, String> {
             u64::try_from(v).map_err(|_| format!("negative count {v}"))
         };
-        self.base.set_position(count(state[0])?)?;
-        let mut i = 1;
+        let mut i = self.base.len();
+        self.base.load(&state[..i])?;
         for join in &mut self.joins {
             match join {
                 Join::Index {
@@ -564,8 +682,9 @@ impl Chain {
                 } => {
                     *has_current = state[i] != 0;
                     current.copy_from_slice(&state[i + 1..i + 1 + w]);
-                    right.offset = count(state[i + 1 + w])?;
-                    i += 2 + w;
+                    let n = right.len();
+                    right.load(&state[i + 1 + w..i + 1 + w + n])?;
+                    i += 1 + w + n;
                 }
                 Join::Merge {
                     right_offset,
@@ -600,7 +719,7 @@ impl Chain {
 
     fn write_level(&self, level: usize, fixed: i64, out: &mut Vec<i64>) -> bool {
         if level == 0 {
-            out.push(self.base.position() as i64);
+            self.base.save(out);
             return true;
         }
         let mapping = |out: &mut Vec<i64>, has: bool, current: &[i64]| -> bool {
@@ -621,7 +740,7 @@ impl Chain {
                 ..
             } => {
                 mapping(out, *has_current, current) && self.write_level(level - 1, fixed, out) && {
-                    out.push(right.offset as i64);
+                    right.save(out);
                     true
                 }
             }
@@ -681,14 +800,14 @@ impl Chain {
                 Ok(v)
             }
         };
-        // index joins save their right offset after the left's state: remember them
-        let mut pending_right: Vec<(usize, bool)> = Vec::new();
+        // index joins save their right side's state after the left's: remember them
+        let mut pending_right: Vec<(usize, usize)> = Vec::new();
         for level in (1..=self.joins.len()).rev() {
             let out = &mut levels[level - 1];
             match &self.joins[level - 1] {
-                Join::Index { .. } => {
+                Join::Index { right, .. } => {
                     mapping(next, out)?;
-                    pending_right.push((level - 1, true));
+                    pending_right.push((level - 1, right.len()));
                 }
                 Join::Merge { .. } => {
                     mapping(next, out)?;
@@ -697,11 +816,15 @@ impl Chain {
                 }
             }
         }
-        let base = count(next()?)?;
-        for (index, _) in pending_right.iter().rev() {
-            levels[*index].push(count(next()?)?);
+        let mut state = Vec::with_capacity(self.base.len());
+        for _ in 0..self.base.len() {
+            state.push(count(next()?)?);
         }
-        let mut state = vec![base];
+        for &(index, values) in pending_right.iter().rev() {
+            for _ in 0..values {
+                levels[index].push(count(next()?)?);
+            }
+        }
         for level in levels {
             state.extend(level);
         }
@@ -870,8 +993,7 @@ impl Chain {
                 if !take_left(found, left_row, current, has_current) {
                     return Ok(false);
                 }
-                right.offset = 0;
-                right.opened = false;
+                right.reset();
                 *in_right = true;
             }
         }

@@ -124,14 +124,15 @@ impl NativeHdt {
     }
 
     /// A native chain of a scan and joins (see `Pipeline`): `base` is a
-    /// pattern of codes (`id << 1` or `slot << 1 | 1`), or VALUES as
-    /// `(slots, cells, rows)`; each join is `(0, pattern, 0)` (index loop
-    /// join) or `(1, pattern, key slot)` (merge join).
+    /// pattern of codes (`id << 1` or `slot << 1 | 1`), a list of them (a
+    /// UNION of scans), or VALUES as `(slots, cells, rows)`; each join is `(0, pattern, 0)` (index loop
+    /// join), `(1, pattern, key slot)` (merge join) or `(2, [pattern, ..], 0)`
+    /// (an index loop join whose right side is a UNION of the patterns).
     fn pipeline(
         &self,
         width: usize,
         base: &Bound<'_, PyAny>,
-        joins: Vec<(u8, (i64, i64, i64), usize)>,
+        joins: Vec<(u8, Bound<'_, PyAny>, usize)>,
     ) -> PyResult<Pipeline> {
         let check = |p: (i64, i64, i64)| -> PyResult<Pattern> {
             for code in [p.0, p.1, p.2] {
@@ -144,19 +145,27 @@ impl NativeHdt {
             Ok(Pattern([p.0, p.1, p.2]))
         };
         let mut specs = Vec::new();
-        for (kind, pattern, key) in joins {
-            let pattern = check(pattern)?;
+        for (kind, right, key) in joins {
             specs.push(match kind {
-                0 => JoinSpec::Index(pattern),
+                0 => JoinSpec::Index(check(right.extract()?)?),
                 1 if key < width => JoinSpec::Merge {
                     key,
-                    right: pattern,
+                    right: check(right.extract()?)?,
                 },
+                2 => JoinSpec::IndexUnion(
+                    right
+                        .extract::<Vec<(i64, i64, i64)>>()?
+                        .into_iter()
+                        .map(check)
+                        .collect::<PyResult<_>>()?,
+                ),
                 _ => return Err(PyValueError::new_err("unknown join")),
             });
         }
         let base = if let Ok(pattern) = base.extract::<(i64, i64, i64)>() {
             BaseSpec::Scan(check(pattern)?)
+        } else if let Ok(patterns) = base.extract::<Vec<(i64, i64, i64)>>() {
+            BaseSpec::Union(patterns.into_iter().map(check).collect::<PyResult<_>>()?)
         } else {
             let (slots, cells, rows): (Vec<usize>, Vec<i64>, u64) = base.extract()?;
             if slots.iter().any(|&s| s >= width) || cells.len() as u64 != slots.len() as u64 * rows

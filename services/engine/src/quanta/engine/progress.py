@@ -38,7 +38,7 @@ to quantum, and 1.0 exactly at the end.
 from __future__ import annotations
 
 from quanta.engine.operators import Extend, Filter, IndexJoin, MergeJoin, Operator, Scan, Slice, Union, Values
-from quanta.engine.operators.native import NativeChain, right_scan
+from quanta.engine.operators.native import NativeChain
 from quanta.engine.plan import Plan
 from quanta.engine.storage import TripleStore
 from quanta.sparql.term_table import Mapping
@@ -138,32 +138,7 @@ def _union(op: Union, mu: Mapping, inner: float | None) -> float:
 
 
 def _chain(chain: NativeChain, mu: Mapping, inner: float | None) -> float:
-    """A native chain's state lives in Rust: read from its flat state (`Pipeline.state()`:
-    the base scan's offset (VALUES: rows read), then per join [has_current, current mapping (width ids),
-    (merge join: group position), right offset]), the same formula as the Python operators."""
-    state = chain.pipeline.state()
-    width = chain.ctx.width
-    store = chain.ctx.store
-    levels = chain.levels  # the base scan, then each join bottom up
-    # each join's (current mapping or None, group position, right offset), bottom up
-    joins: list[tuple[Mapping | None, int, int]] = []
-    i = 1
-    for join in levels[1:]:
-        current = tuple(state[i + 1 : i + 1 + width]) if state[i] else None
-        if isinstance(join, MergeJoin):
-            joins.append((current, state[i + 1 + width], state[i + 2 + width]))
-            i += 3 + width
-        else:
-            joins.append((current, 0, state[i + 1 + width]))
-            i += 2 + width
-    # from the top join down: each level's fraction is the `inner` of the level below it
-    for join, (current, position, offset) in zip(reversed(levels[1:]), reversed(joins), strict=True):
-        if current is None:
-            inner = None
-        elif isinstance(join, MergeJoin):
-            inner = _group(store, join.right, join.key, current, position, inner)
-        else:
-            inner = _scan(store, right_scan(join), current, offset, inner)  # type: ignore[arg-type]
-    if isinstance(levels[0], Values):
-        return _position(state[0], len(levels[0].rows), inner)
-    return _scan(store, levels[0], mu, state[0], inner)  # type: ignore[arg-type]
+    """A native chain's state lives in Rust: copied into its Python operators' attributes
+    (`NativeChain.to_python`), it is read by the same formulas as theirs."""
+    chain.to_python()
+    return fraction(chain.inner, mu, inner)

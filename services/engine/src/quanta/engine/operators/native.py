@@ -1,6 +1,6 @@
 """Native execution of a plan's hot subtree: a left-deep chain of a scan (or
-VALUES) and joins whose right sides are scans (index loop joins, merge
-joins), with the FILTERs and BINDs between them, run by
+VALUES, or a UNION of scans) and joins whose right sides are scans (index
+loop joins, merge joins; an index loop join's may be a UNION of scans), with the FILTERs and BINDs between them, run by
 `quanta.native.Pipeline` over the native store.
 
 A FILTER runs natively as comparisons of ids (`atom`) and a condition, a BIND
@@ -35,6 +35,7 @@ from quanta.engine.operators.expression import Extend, Filter
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
+from quanta.engine.operators.union import Union
 from quanta.engine.operators.values import Values
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
 from quanta.native._core import Regex
@@ -89,18 +90,20 @@ class NativeChain(Operator):
             levels.append(op)
             posts.append(above)
             above = []
-            if isinstance(op, Scan | Values):
+            if isinstance(op, Scan | Values) or _scans(op) is not None:
                 break
             op = op.left  # type: ignore[attr-defined]
         levels.reverse()
         posts.reverse()
         self.levels = levels  # the base scan, then each join bottom up (filters and BINDs hold no state)
-        joins = [
-            (0, right_scan(j).pattern, 0) if isinstance(j, IndexJoin) else (1, j.right.pattern, j.key)  # type: ignore[attr-defined]
-            for j in levels[1:]
-        ]
+        joins = [_join_spec(j) for j in levels[1:]]
         base = levels[0]
-        start = base.pattern if isinstance(base, Scan) else _values(base)  # type: ignore[arg-type]
+        if isinstance(base, Scan):
+            start: Any = base.pattern
+        elif isinstance(base, Values):
+            start = _values(base)
+        else:
+            start = [b.pattern for b in base.branches]  # type: ignore[attr-defined]
         self.pipeline = ctx.store.hdt.pipeline(ctx.width, start, joins)  # type: ignore[attr-defined]
         for level, ops in enumerate(posts):
             for post in reversed(ops):  # bottom up: a BIND's slot is bound for what is above it
@@ -177,29 +180,24 @@ class NativeChain(Operator):
         # the whole layout natively, unless a mapping holds a computed term
         # (which the saver renumbers): then through the Python operators
         if not self.pipeline.save_into(out, saver.fixed):
-            self._to_python()
+            self.to_python()
             self.inner.save_state(out, saver)
 
-    def _to_python(self) -> None:
-        """The native state into the Python operators' attributes."""
+    def to_python(self) -> None:
+        """The native state into the Python operators' attributes (for their saved layout,
+        or to read it as theirs: `quanta.engine.progress`)."""
         state = self.pipeline.state()
         width = self.ctx.width
-        base = self.levels[0]
-        if isinstance(base, Values):
-            base.position = state[0]
-        else:
-            base.offset = state[0]  # type: ignore[attr-defined]
-        i = 1
+        i = _scans_to_python(self.levels[0], state, 0)
         for join in self.levels[1:]:
             current = tuple(state[i + 1 : i + 1 + width]) if state[i] else None
             join.current = current  # type: ignore[attr-defined]
+            i += 1 + width
             if isinstance(join, MergeJoin):
-                join.group_position = state[i + 1 + width]
-                join.right.offset = state[i + 2 + width]
-                i += 3 + width
-            else:
-                right_scan(join).offset = state[i + 1 + width]  # type: ignore[arg-type]
-                i += 2 + width
+                join.group_position, join.right.offset = state[i], state[i + 1]
+                i += 2
+                continue
+            i = _scans_to_python(right_side(join), state, i)  # type: ignore[arg-type]
 
     def load_state(self, state: State) -> None:
         # parsed and checked natively; mappings holding terms outside the
@@ -244,13 +242,48 @@ def _over_scan(op: Operator) -> list[Filter | Extend]:
     return found
 
 
-def right_scan(join: IndexJoin) -> Scan:
-    """An index join's right-side scan, below its FILTERs and BINDs: the join's rows are
-    the right side's, so those apply to them (and keep no state)."""
+def _scans_to_python(op: Operator, state: list[int], i: int) -> int:
+    """A scan's, VALUES' or UNION of scans' state from `state[i:]` into its attributes;
+    where the next one starts."""
+    if isinstance(op, Union):
+        op.active = state[i]
+        for branch in op.branches:
+            branch.offset = state[i + 1]  # type: ignore[attr-defined]
+            i += 1
+        return i + 1
+    if isinstance(op, Values):
+        op.position = state[i]
+    else:
+        op.offset = state[i]  # type: ignore[attr-defined]
+    return i + 1
+
+
+def _scans(op: Operator) -> list[Scan] | None:
+    """A UNION's branches when they are all scans (and there are some)."""
+    if isinstance(op, Union) and op.branches and all(isinstance(b, Scan) for b in op.branches):
+        return op.branches  # type: ignore[return-value]
+    return None
+
+
+def right_side(join: IndexJoin) -> Operator:
+    """An index join's right side below its FILTERs and BINDs (a scan, or a UNION of
+    scans, in a chain): the join's rows are the right side's, so those apply to them
+    (and keep no state)."""
     op = join.right
     while isinstance(op, Filter | Extend):
         op = op.input
-    return op  # type: ignore[return-value]
+    return op
+
+
+def _join_spec(join: Operator) -> tuple[int, Any, int]:
+    """A join of the chain as `Pipeline` takes it (see `quanta.native._core.NativeHdt.pipeline`)."""
+    if isinstance(join, MergeJoin):
+        return 1, join.right.pattern, join.key
+    right = right_side(join)  # type: ignore[arg-type]
+    scans = _scans(right)
+    if scans is not None:
+        return 2, [b.pattern for b in scans], 0
+    return 0, right.pattern, 0  # type: ignore[attr-defined]
 
 
 def _native(op: Filter | Extend, ctx: Context) -> bool:
@@ -260,14 +293,15 @@ def _native(op: Filter | Extend, ctx: Context) -> bool:
 
 
 def chain_of(op: Operator, ctx: Context) -> bool:
-    """A scan or VALUES, or a join of such a chain with a scan (under FILTERs and BINDs),
-    or a FILTER or BIND of one, when the native core evaluates those."""
-    if isinstance(op, Scan | Values):
+    """A scan, VALUES or a UNION of scans, or a join of such a chain with a scan or a
+    UNION of scans (under FILTERs and BINDs), or a FILTER or BIND of one, when the
+    native core evaluates those."""
+    if isinstance(op, Scan | Values) or _scans(op) is not None:
         return True
     if isinstance(op, IndexJoin):
-        right = _over_scan(op.right)
-        native = isinstance(right_scan(op), Scan) and all(_native(r, ctx) for r in right)
-        return native and chain_of(op.left, ctx)
+        right = right_side(op)
+        scans = isinstance(right, Scan) or _scans(right) is not None
+        return scans and all(_native(r, ctx) for r in _over_scan(op.right)) and chain_of(op.left, ctx)
     if isinstance(op, MergeJoin):
         return chain_of(op.left, ctx)
     if isinstance(op, Filter | Extend):
