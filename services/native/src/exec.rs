@@ -555,6 +555,11 @@ impl Chain {
         self.width
     }
 
+    /// Free what the steps keep between rows (decoded terms, memoized tests).
+    pub fn trim(&mut self) {
+        self.terms.clear();
+    }
+
     /// Back to the initial state (to run again for another input mapping).
     pub fn reset(&mut self) {
         self.base.reset();

@@ -28,10 +28,14 @@ const XSD_DOUBLE: &str = "http://www.w3.org/2001/XMLSchema#double";
 const RDF_LANGSTRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
 
 /// Decoded terms kept per chain (its rows repeat their terms), in a
-/// direct-mapped table: a lookup is an index and a comparison.
-const CACHE_TERMS: usize = 1 << 16;
+/// direct-mapped table: a lookup is an index and a comparison. The tables
+/// live for a quantum (`Terms::clear` when the plan is saved: a pooled plan
+/// holds none), and a term longer than `CACHE_TERM_BYTES` is not kept (a
+/// literal may have a million characters).
+const CACHE_TERMS: usize = 1 << 12;
+const CACHE_TERM_BYTES: usize = 4096;
 /// Results kept per memoized test (see `Expr::Memo`).
-const CACHE_TESTS: usize = 1 << 14;
+const CACHE_TESTS: usize = 1 << 12;
 
 /// Why an expression has no value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -749,7 +753,7 @@ impl Expr {
             _ => false,
         };
         if test && slots.len() == 1 {
-            terms.memos.push(vec![(0, 0); CACHE_TESTS]);
+            terms.memos.push(Vec::new()); // allocated at its first use
             return Expr::Memo {
                 slot: slots[0],
                 test: Box::new(self),
@@ -769,10 +773,11 @@ impl Expr {
 /// the memoized tests' results.
 #[derive(Default)]
 pub struct Terms {
-    /// allocated at the first lookup: most chains never decode a term
+    /// allocated at the first lookup (most chains never decode a term)
     cache: Vec<Option<(i64, Arc<Term>)>>,
     buf: Vec<u8>,
-    /// per memoized test: (id, 1 + result code) by the id's hash; 0 is empty
+    /// per memoized test: (id, 1 + result code) by the id's hash; 0 is
+    /// empty (allocated at its first use)
     memos: Vec<Vec<(i64, u8)>>,
 }
 
@@ -783,6 +788,13 @@ fn position(gid: i64, size: usize) -> usize {
 }
 
 impl Terms {
+    /// Free the tables (they fill again as rows come).
+    pub fn clear(&mut self) {
+        self.cache = Vec::new();
+        self.buf = Vec::new();
+        self.memos.iter_mut().for_each(|m| *m = Vec::new());
+    }
+
     fn get(&mut self, store: &Store, gid: i64) -> Out<Arc<Term>> {
         if self.cache.is_empty() {
             self.cache = vec![None; CACHE_TERMS];
@@ -802,7 +814,12 @@ impl Terms {
             .map_err(|_| Fail::Unknown)?;
         let text = std::str::from_utf8(&self.buf).map_err(|_| Fail::Unknown)?;
         let term = Arc::new(Term::parse(text, gid));
-        self.cache[at] = Some((gid, term.clone()));
+        if text.len() <= CACHE_TERM_BYTES {
+            self.cache[at] = Some((gid, term.clone()));
+        }
+        if self.buf.capacity() > CACHE_TERM_BYTES {
+            self.buf = Vec::new(); // not a long term's buffer for good
+        }
         Ok(term)
     }
 }
@@ -846,6 +863,9 @@ impl Eval<'_> {
             Expr::Memo { slot, test, table } => {
                 let gid = self.row[*slot];
                 let at = position(gid, CACHE_TESTS);
+                if self.terms.memos[*table].is_empty() {
+                    self.terms.memos[*table] = vec![(0, 0); CACHE_TESTS];
+                }
                 let (g, code) = self.terms.memos[*table][at];
                 if g == gid && code != 0 {
                     return [Ok(false), Ok(true), Err(Fail::Error)][code as usize - 1];

@@ -652,6 +652,12 @@ impl Pipeline {
         self.chain.reset();
     }
 
+    /// Free the conditions' caches of decoded terms and memoized tests (a
+    /// pooled plan keeps none).
+    fn trim(&mut self) {
+        self.chain.trim();
+    }
+
     /// Rows the native conditions and BINDs left to Python so far.
     #[getter]
     fn undecided(&self) -> u64 {

@@ -177,6 +177,7 @@ class NativeChain(Operator):
 
     def save_state(self, out: list[int], saver: TermSaver) -> None:
         self._settle()
+        self.pipeline.trim()  # the conditions' caches live for a quantum: a pooled plan keeps none
         # the whole layout natively, unless a mapping holds a computed term
         # (which the saver renumbers): then through the Python operators
         if not self.pipeline.save_into(out, saver.fixed):
