@@ -33,7 +33,7 @@ from rdflib.compare import isomorphic
 
 from quanta.engine.storage import TripleStore
 from quanta.engine.testing import shared_dir, write_hdt
-from quanta.sparql.terms import to_rdflib
+from quanta.sparql.terms import split_literal
 
 ROOT = Path(os.environ.get("QUANTA_W3C_TESTS", shared_dir() / "conformance" / "w3c-rdf-tests")) / "sparql"
 MANIFESTS = [
@@ -151,6 +151,16 @@ def graph_of(triples: list[tuple[str, str, str]]) -> rdflib.Graph:
     for s, p, o in triples:
         graph.add((to_rdflib(s), to_rdflib(p), to_rdflib(o)))
     return graph
+
+
+def to_rdflib(term: str) -> rdflib.term.Node:
+    """A dictionary-syntax term as rdflib's (the independent reference for graphs)."""
+    if term.startswith('"'):
+        lexical, lang, datatype = split_literal(term)
+        return rdflib.Literal(lexical, lang=lang, datatype=rdflib.URIRef(datatype) if datatype else None)
+    if term.startswith("_:"):
+        return rdflib.BNode(term[2:])
+    return rdflib.URIRef(term)
 
 
 def _nt(graph: rdflib.Graph) -> str:

@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from rdflib.plugins.sparql.algebra import translateQuery
-from rdflib.plugins.sparql.parser import parseQuery
-from rdflib.term import Variable
 
 from quanta.client.ops import expr
+from quanta.sparql.parse import read
+from quanta.sparql.syntax import Var
 
 
 @dataclass
@@ -20,8 +19,8 @@ class Width:
 
 
 def concat_bang() -> expr.ClientExpr:
-    algebra = translateQuery(parseQuery('SELECT ((CONCAT(?a, "!")) AS ?r) WHERE {}')).algebra.p.p.expr
-    return expr.ClientExpr(algebra, lambda v: 0 if v == Variable("a") else None, Width(1), None)
+    algebra = read('SELECT ((CONCAT(?a, "!")) AS ?r) WHERE {}').algebra.algebra.p.p.expr
+    return expr.ClientExpr(algebra, lambda v: 0 if v == Var("a") else None, Width(1), None)
 
 
 @pytest.mark.parametrize("size", [10, 1000])

@@ -31,7 +31,6 @@ def _sibling(name: str) -> ModuleType:
 
 
 _native = _sibling("test_native_execution")
-pytestmark = pytest.mark.filterwarnings("ignore:Parsing weird boolean")  # rdflib, on "yes"^^xsd:boolean
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
 

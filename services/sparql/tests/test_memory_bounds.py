@@ -8,11 +8,10 @@ import gc
 import weakref
 
 import pytest
-from rdflib.plugins.sparql.algebra import translateQuery
-from rdflib.plugins.sparql.parser import parseQuery
-from rdflib.term import Node, Variable
 
 from quanta.sparql import expressions, results
+from quanta.sparql.parse import read
+from quanta.sparql.syntax import RdfTerm, Var
 from quanta.sparql.term_table import TermTable
 
 HUGE = '"' + "a" * (results.CACHED_CHARS + 1) + '"'
@@ -32,7 +31,7 @@ def test_the_writers_cache_short_terms_only(fmt: str) -> None:
 def test_a_term_table_is_freed_once_its_expressions_are() -> None:
     """Without the cyclic collector: a replaced table (a client-side BIND replaces its table
     every few megabytes of computed terms) was kept for good by the decoders' registry."""
-    query = translateQuery(parseQuery("SELECT ((CONCAT(?x, ?x)) AS ?r) WHERE {}"))
+    query = read("SELECT ((CONCAT(?x, ?x)) AS ?r) WHERE {}").algebra
     algebra = query.algebra.p.p.expr
     gc.disable()
     try:
@@ -51,8 +50,8 @@ def test_a_term_table_is_freed_once_its_expressions_are() -> None:
 class _Scope:
     """?x is slot 0; the expression has no constant."""
 
-    def slot(self, var: Variable) -> int | None:
+    def slot(self, var: Var) -> int | None:
         return 0 if str(var) == "x" else None
 
-    def term(self, node: Node) -> int:
+    def term(self, node: RdfTerm) -> int:
         raise AssertionError(node)

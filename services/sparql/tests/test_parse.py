@@ -8,12 +8,11 @@ import time
 from functools import partial
 
 import pytest
-from rdflib.paths import InvPath
-from rdflib.term import Literal, URIRef
 
 from quanta.sparql import bounds
 from quanta.sparql.errors import ParserBusy, QuerySyntaxError, QueryTooComplex
 from quanta.sparql.parse import INLINE_CHARS, bounded, bounded_async, parse
+from quanta.sparql.syntax import IriTerm, LiteralTerm, PathInverse
 
 
 def test_syntax_error_has_line_and_column() -> None:
@@ -51,9 +50,9 @@ def test_the_algebra_holds_the_query_s_own_terms() -> None:
     parsed = parse('SELECT * WHERE { ?s <http://example.org/p> "a\\"b", "c"@en, 1.5e0 }')
     triples = parsed.algebra.algebra.p.p.triples
     assert [t[2] for t in triples] == [
-        Literal('a"b'),
-        Literal("c", lang="en"),
-        Literal("1.5e0", datatype=URIRef("http://www.w3.org/2001/XMLSchema#double")),
+        LiteralTerm('a"b'),
+        LiteralTerm("c", language="en"),
+        LiteralTerm("1.5e0", datatype="http://www.w3.org/2001/XMLSchema#double"),
     ]
 
 
@@ -61,7 +60,7 @@ def test_an_inverse_iri_in_a_negated_property_set_is_kept() -> None:
     parsed = parse("SELECT * WHERE { ?s !(<http://x/a>|^<http://x/b>) ?o }")
     (triple,) = parsed.algebra.algebra.p.p.triples
     first, second = triple[1].args
-    assert first == URIRef("http://x/a") and second == InvPath(URIRef("http://x/b"))
+    assert first == IriTerm("http://x/a") and second == PathInverse(IriTerm("http://x/b"))
 
 
 def test_one_text_gives_one_tree() -> None:

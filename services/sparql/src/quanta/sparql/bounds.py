@@ -1,4 +1,4 @@
-"""Bounds on reading a query, whatever parser does it (rdflib today).
+"""Bounds on reading a query, whatever parser does it (spargebra, in the native core, today).
 
 Three guards, in order, around "parse" (and whatever else walks a fresh
 query's tree: the client's planner, the engine's compiler):

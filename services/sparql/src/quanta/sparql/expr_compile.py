@@ -12,8 +12,6 @@ import hashlib
 import weakref
 from collections.abc import Callable
 
-from rdflib.term import BNode, Literal, Node, URIRef
-
 from quanta.plan.v1 import plan_pb2
 from quanta.sparql.errors import InvalidPlan
 from quanta.sparql.expr_values import (
@@ -21,7 +19,6 @@ from quanta.sparql.expr_values import (
     LANG,
     STRING,
     TRUE,
-    XSD_STRING,
     Blank,
     ExprError,
     Iri,
@@ -38,6 +35,7 @@ from quanta.sparql.expr_values import (
 from quanta.sparql.functions import STRICT, iri
 from quanta.sparql.functions_casts import CASTS
 from quanta.sparql.functions_regex import regex, regex_of, replace, replace_with
+from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm
 from quanta.sparql.term_table import Mapping, TermTable
 
 F = plan_pb2.Function
@@ -116,23 +114,23 @@ class _Decoder:
 _decoders: weakref.WeakKeyDictionary[TermTable, _Decoder] = weakref.WeakKeyDictionary()
 
 
-def _from_node(node: Node, gid: int = 0) -> Value:
-    if isinstance(node, Literal):
+def _from_node(node: RdfTerm, gid: int = 0) -> Value:
+    if isinstance(node, LiteralTerm):
         dt = str(node.datatype) if node.datatype is not None else None
         return make_literal(str(node), node.language, dt, gid)
-    if isinstance(node, BNode):
+    if isinstance(node, BlankTerm):
         return Blank(str(node), gid)
     return Iri(str(node), gid)
 
 
-def _to_node(v: Value) -> Node:
+def _to_node(v: Value) -> RdfTerm:
     if type(v) is Lit:
         if v.lang:
-            return Literal(v.lex, lang=v.lang)
-        return Literal(v.lex, datatype=None if v.dt == XSD_STRING else URIRef(v.dt))
+            return LiteralTerm(v.lex, language=v.lang)
+        return LiteralTerm(v.lex, datatype=v.dt)
     if type(v) is Iri:
-        return URIRef(v.value)
-    return BNode(v.label)  # type: ignore[union-attr]
+        return IriTerm(v.value)
+    return BlankTerm(v.label)  # type: ignore[union-attr]
 
 
 class Compiler:

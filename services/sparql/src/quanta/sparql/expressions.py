@@ -1,4 +1,4 @@
-"""FILTER and BIND expressions: rdflib algebra -> protobuf -> Python closures.
+"""FILTER and BIND expressions: algebra (`quanta.sparql.syntax`) -> protobuf -> Python closures.
 
 A plan stores its expressions as `plan_pb2.Expr` trees over term ids, so a
 suspended query carries them in a few bytes. When a plan is loaded, each tree
@@ -12,28 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from rdflib.term import BNode, Literal, Node, URIRef, Variable
-
 from quanta.plan.v1 import plan_pb2
 from quanta.sparql.expr_compile import Compiler
 from quanta.sparql.functions_casts import CASTS
+from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm, Var
 from quanta.sparql.term_table import Mapping, TermTable
 
 F = plan_pb2.Function
-RDF_NIL = URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
+RDF_NIL = IriTerm("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
 
 
 class ExprScope(Protocol):
-    def slot(self, var: Variable) -> int | None:
+    def slot(self, var: Var) -> int | None:
         """The variable's slot; None if it is not in scope (it is then unbound)."""
         ...
 
-    def term(self, node: Node) -> int:
+    def term(self, node: RdfTerm) -> int:
         """The term id of a constant (never 0)."""
         ...
 
 
-# -- rdflib algebra -> protobuf --
+# -- algebra -> protobuf --
 
 _OPERATORS = {
     "=": F.FUNCTION_EQ,
@@ -113,14 +112,14 @@ def parameters(builtin: str) -> tuple[str, ...] | None:
 
 
 def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.Expr:
-    """Translate an rdflib algebra expression into a protobuf Expr tree.
+    """Translate an algebra expression into a protobuf Expr tree.
     `base` is the query's base IRI: IRI("x") resolves against it at run time,
     so IRI calls carry it in `Call.iri`. The expression must be in the server
     fragment (`quanta.sparql.fragment` refuses the others, naming them)."""
-    if isinstance(expr, Variable):
+    if isinstance(expr, Var):
         slot = scope.slot(expr)
         return plan_pb2.Expr() if slot is None else plan_pb2.Expr(variable=slot)
-    if isinstance(expr, URIRef | Literal | BNode):
+    if isinstance(expr, IriTerm | LiteralTerm | BlankTerm):
         return plan_pb2.Expr(term=scope.term(expr))
     name = getattr(expr, "name", None)
     if not isinstance(name, str):
@@ -165,13 +164,13 @@ def to_proto(expr: Any, scope: ExprScope, base: str | None = None) -> plan_pb2.E
 
 
 def _param(expr: Any, name: str) -> Any:
-    """A CompValue parameter, None when absent (CompValue.get returns the name)."""
+    """A node's parameter, None when absent."""
     return dict.get(expr, name)
 
 
 def _list(value: Any) -> list[Any]:
-    """rdflib gives an empty argument list as rdf:nil."""
-    if value is None or (isinstance(value, URIRef) and value == RDF_NIL):
+    """An argument list (rdf:nil, as rdflib gave an empty one, is none)."""
+    if value is None or (isinstance(value, IriTerm) and value == RDF_NIL):
         return []
     return list(value)
 

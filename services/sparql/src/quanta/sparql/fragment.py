@@ -15,8 +15,8 @@ property paths, GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE, extension
 functions, and the functions that would answer differently in different
 quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()).
 
-Nodes are rdflib's SPARQL algebra (`CompValue`s, as `quanta.sparql.parse`
-gives them). Operators are named as the service's refusals name them (the
+Nodes are quanta's SPARQL algebra (`quanta.sparql.syntax.AlgebraNode`s, as
+`quanta.sparql.parse` gives them). Operators are named as the service's refusals name them (the
 `operator` member of an `unsupported-operator` problem).
 """
 
@@ -25,12 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rdflib.paths import InvPath, Path, SequencePath
-from rdflib.plugins.sparql.parserutils import CompValue
-
 from quanta.sparql.errors import UnsupportedQuery
 from quanta.sparql.expressions import BUILTINS
 from quanta.sparql.functions_casts import CASTS
+from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath
 
 # Graph patterns the server evaluates (ToMultiSet: only over VALUES).
 SERVER_PATTERNS = frozenset({"BGP", "Join", "Union", "Filter", "Extend", "ToMultiSet", "values"})
@@ -71,7 +69,7 @@ FORMS: dict[str, str | None] = {
 NON_DETERMINISTIC = frozenset({"NOW", "RAND", "UUID", "STRUUID"})
 # Nodes that only carry parts of their parent (the parent decides).
 _PARTS = frozenset({"OrderCondition", "DatasetClause"})
-# Whose insides rdflib leaves as parse trees (the client evaluates them whole): not searched.
+# Whose insides the client evaluates whole: not searched.
 _OPAQUE = frozenset({"Builtin_EXISTS", "Builtin_NOTEXISTS", "ServiceGraphPattern"})
 DETAILS = {"FROM": "the service has one default graph per dataset"}
 
@@ -129,7 +127,7 @@ def server_evaluates(node: Any) -> bool:
 def select_refusals(node: Any) -> list[str]:
     """`refusals` of what is below a SELECT or ASK query form (or of a
     subquery below its ToMultiSet): at its top, LIMIT/OFFSET, REDUCED and the
-    projection are the server's. rdflib nests them as
+    projection are the server's. The algebra nests them as
     Slice(Distinct|Reduced(Project(pattern)))."""
     found = []
     if node.name == "Slice":
@@ -167,7 +165,7 @@ def refuse(found: Sequence[str]) -> None:
 
 
 def _walk(node: Any) -> Iterator[str]:
-    if isinstance(node, CompValue):
+    if isinstance(node, AlgebraNode):
         operator = refusal(node)
         if operator is not None:
             yield operator
@@ -185,15 +183,15 @@ def _chain(term: Any) -> bool:
     """A term, or a path the server expands into a chain of triple patterns:
     sequences (p/q) and inverses (^p). Closures (*, +, ?), alternatives and
     negated property sets are the client's."""
-    if isinstance(term, InvPath):
+    if isinstance(term, PathInverse):
         return _chain(term.arg)
-    if isinstance(term, SequencePath):
+    if isinstance(term, PathSequence):
         return all(_chain(step) for step in term.args)
-    return not isinstance(term, Path)
+    return not isinstance(term, PropertyPath)
 
 
 def _param(node: Any, name: str) -> Any:
-    """A CompValue member, None when absent (CompValue.get returns the name)."""
+    """A node's member, None when absent."""
     return dict.get(node, name)
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rdflib.term import Node
-
-from quanta.sparql.terms import from_rdflib, to_rdflib
+from quanta.sparql.syntax import RdfTerm
+from quanta.sparql.terms import from_term, to_term
 
 Mapping = tuple[int, ...]
 """A solution mapping: one term id per variable slot, 0 = unbound."""
@@ -52,7 +51,7 @@ class TermTable:
         self.extra: list[str] = []
         self.extra_chars = 0  # the extra terms' characters: who keeps a table bounds it by both
         self._extra_ids: dict[str, int] = {}
-        self._nodes: dict[int, Node] = {}
+        self._nodes: dict[int, RdfTerm] = {}
         self._fixed = 0
         self._restored: list[int] = []
         for term in extra or ():
@@ -71,17 +70,17 @@ class TermTable:
             gid = self.dictionary.locate(term) or self._add_extra(term)
         return gid
 
-    def intern_node(self, node: Node) -> int:
-        return self.intern(from_rdflib(node))
+    def intern_node(self, node: RdfTerm) -> int:
+        return self.intern(from_term(node))
 
     def string(self, gid: int) -> str:
         return self.extra[-gid - 1] if gid < 0 else self.dictionary.extract(gid)
 
-    def node(self, gid: int) -> Node:
-        """The rdflib term of an id, decoded once (FILTERs compare values)."""
+    def node(self, gid: int) -> RdfTerm:
+        """The algebra term (`quanta.sparql.syntax`) of an id, decoded once (FILTERs compare values)."""
         node = self._nodes.get(gid)
         if node is None:
-            node = to_rdflib(self.string(gid))
+            node = to_term(self.string(gid))
             if len(self._nodes) < 200_000:
                 self._nodes[gid] = node
         return node

@@ -1,4 +1,4 @@
-"""RDF terms in the dictionary's string syntax, and their rdflib and N-Triples forms.
+"""RDF terms in the dictionary's string syntax, and their algebra (`quanta.sparql.syntax`) and N-Triples forms.
 
 HDT dictionaries (as `quanta load` writes them, like hdt-cpp and hdt-java)
 hold IRIs bare (`http://x`), literals as their raw lexical form in quotes
@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import re
 
-import rdflib
-from rdflib.term import BNode, Literal, Node, URIRef
-
-# Keep lexical forms as written: "01"^^xsd:integer and "1"^^xsd:integer are
-# different RDF terms, and sameTerm and joins must see them as different.
-rdflib.NORMALIZE_LITERALS = False
+from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 # A blank node of the data named in query text (SPARQL has no syntax for one:
 # `_:b` in a query is a variable). The smart client ships blank nodes it got
 # from the server back as these IRIs (in VALUES, for bind joins); whoever
-# reads a query turns them into the blank node `_:label` (`from_rdflib`).
+# reads a query turns them into the blank node `_:label` (`from_term`).
 SKOLEM_PREFIX = "tag:quanta.dev,2026:bnode:"
 
 
@@ -95,19 +90,19 @@ def split_literal(term: str) -> tuple[str, str | None, str | None]:
     return lexical, None, None
 
 
-def to_rdflib(term: str) -> Node:
+def to_term(term: str) -> RdfTerm:
     if term.startswith('"'):
         lexical, lang, datatype = split_literal(term)
-        return Literal(lexical, lang=lang, datatype=URIRef(datatype) if datatype else None)
+        return LiteralTerm(lexical, lang, datatype)
     if term.startswith("_:"):
-        return BNode(term[2:])
-    return URIRef(term)
+        return BlankTerm(term[2:])
+    return IriTerm(term)
 
 
-def from_rdflib(node: Node) -> str:
-    if isinstance(node, Literal):
+def from_term(node: RdfTerm) -> str:
+    if isinstance(node, LiteralTerm):
         return literal(str(node), node.language, str(node.datatype) if node.datatype is not None else None)
-    if isinstance(node, BNode):
+    if isinstance(node, BlankTerm):
         return f"_:{node}"
     text = str(node)
     return "_:" + text[len(SKOLEM_PREFIX) :] if text.startswith(SKOLEM_PREFIX) else text

@@ -2,10 +2,10 @@
 
 `quanta.native._core.parse_query` gives SPARQL 1.1 algebra as tagged tuples
 (`("join", left, right)`, `("var", "x")`, ...). This module builds from them
-the nodes the rest of quanta walks: `CompValue`s named and shaped as rdflib's
-SPARQL algebra (`BGP`, `Join`, `AggregateJoin`, `RelationalExpression`, ...)
-over rdflib terms and paths. Only the data structures are rdflib's; its
-parser is not on the query path.
+the nodes the rest of quanta walks: `quanta.sparql.syntax`'s `AlgebraNode`s
+(`BGP`, `Join`, `AggregateJoin`, `RelationalExpression`, ...; named and shaped
+as rdflib's SPARQL algebra was, which quanta walked before) over its terms
+(`Var`, `IriTerm`, `LiteralTerm`, `BlankTerm`) and property paths.
 
 Where spargebra's algebra differs from that shape, the difference is made
 here, once:
@@ -24,11 +24,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import BNode, Literal, Node, URIRef, Variable
-
-import quanta.sparql.terms  # noqa: F401  (sets rdflib.NORMALIZE_LITERALS before any Literal is made)
+from quanta.sparql.syntax import (
+    AlgebraNode,
+    BlankTerm,
+    IriTerm,
+    LiteralTerm,
+    PathAlternative,
+    PathInverse,
+    PathNegated,
+    PathRepeat,
+    PathSequence,
+    PropertyPath,
+    RdfTerm,
+    Var,
+)
 
 Tree = Any  # a tagged tuple from the native parser
 
@@ -48,7 +57,7 @@ class Query:
     """A parsed query: its form's node (SelectQuery, AskQuery, ConstructQuery, DescribeQuery)."""
 
     prologue: Prologue
-    algebra: CompValue
+    algebra: AlgebraNode
 
 
 def translate(tree: Tree, text: str) -> Query:
@@ -56,8 +65,8 @@ def translate(tree: Tree, text: str) -> Query:
     return _Translation(text).query(tree)
 
 
-def node(name: str, **members: Any) -> CompValue:
-    return CompValue(name, **members)
+def node(name: str, **members: Any) -> AlgebraNode:
+    return AlgebraNode(name, **members)
 
 
 _SOLUTION_MODIFIERS = frozenset({"project", "distinct", "reduced", "slice", "orderby"})
@@ -79,25 +88,25 @@ class _Translation:
     def __init__(self, text: str) -> None:
         self.text = text
         self.names: dict[str, str] = {}  # made-up name -> numbered name
-        self.blanks: dict[str, BNode] = {}
+        self.blanks: dict[str, BlankTerm] = {}
 
     # -- terms --
 
-    def term(self, t: Tree) -> Node:
+    def term(self, t: Tree) -> RdfTerm:
         tag = t[0]
         if tag == "var":
-            return Variable(self.variable_name(t[1]))
+            return Var(self.variable_name(t[1]))
         if tag == "iri":
-            return URIRef(t[1])
+            return IriTerm(t[1])
         if tag == "literal":
             _, lexical, language, datatype = t
             if language is not None:
-                return Literal(lexical, lang=language)
-            return Literal(lexical, datatype=None if datatype == XSD_STRING else URIRef(datatype))
+                return LiteralTerm(lexical, language=language)
+            return LiteralTerm(lexical, datatype=datatype)
         if tag == "bnode":
             blank = self.blanks.get(t[1])
             if blank is None:
-                blank = self.blanks[t[1]] = BNode(f"b{len(self.blanks)}")
+                blank = self.blanks[t[1]] = BlankTerm(f"b{len(self.blanks)}")
             return blank
         raise ValueError(f"not a term: {t!r}")
 
@@ -109,9 +118,9 @@ class _Translation:
             numbered = self.names[name] = f"__agg_{len(self.names) + 1}__"
         return numbered
 
-    def var(self, t: Tree) -> Variable:
+    def var(self, t: Tree) -> Var:
         v = self.term(t)
-        assert isinstance(v, Variable)
+        assert isinstance(v, Var)
         return v
 
     # -- query forms --
@@ -137,7 +146,7 @@ class _Translation:
             algebra = node(name, p=p, datasetClause=self.dataset(dataset), PV=_projected(p))
         return Query(Prologue(base), algebra)
 
-    def dataset(self, t: Tree) -> list[CompValue] | None:
+    def dataset(self, t: Tree) -> list[AlgebraNode] | None:
         if t is None:
             return None
         _, default, named = t
@@ -145,7 +154,7 @@ class _Translation:
         clauses += [node("DatasetClause", named=self.term(g)) for g in named or ()]
         return clauses
 
-    def described(self, t: Tree) -> tuple[CompValue | None, list[Node]]:
+    def described(self, t: Tree) -> tuple[AlgebraNode | None, list[RdfTerm]]:
         """DESCRIBE's pattern (None without WHERE), and what it describes (IRIs and
         variables, in order). spargebra binds each IRI to a made-up variable just
         under the projection."""
@@ -155,9 +164,9 @@ class _Translation:
             t = t[1]
         assert t[0] == "project"
         _, inner, variables = t
-        constants: dict[str, Node] = {}
+        constants: dict[str, RdfTerm] = {}
         while inner[0] == "extend" and inner[3][0] == "iri":
-            constants[inner[2][1]] = URIRef(inner[3][1])
+            constants[inner[2][1]] = IriTerm(inner[3][1])
             inner = inner[1]
         resources = [constants.get(v[1]) or self.var(v) for v in variables]
         if not chain and inner == ("bgp", []):
@@ -168,91 +177,91 @@ class _Translation:
             p = (outer[0], p, *outer[2:])
         return node("Distinct", p=self.pattern(p)), resources
 
-    def triple(self, t: Tree) -> tuple[Node, Node, Node]:
+    def triple(self, t: Tree) -> tuple[RdfTerm, RdfTerm, RdfTerm]:
         s, p, o = t
         return self.term(s), self.term(p), self.term(o)
 
     # -- graph patterns --
 
-    def pattern(self, t: Tree) -> CompValue:
-        translated: CompValue = getattr(self, "p_" + t[0])(t)
+    def pattern(self, t: Tree) -> AlgebraNode:
+        translated: AlgebraNode = getattr(self, "p_" + t[0])(t)
         return translated
 
-    def sub(self, t: Tree) -> CompValue:
-        """A pattern inside another: a sub-SELECT is a multiset, as rdflib has it."""
+    def sub(self, t: Tree) -> AlgebraNode:
+        """A pattern inside another: a sub-SELECT is a multiset (`ToMultiSet`)."""
         p = self.pattern(t)
         return node("ToMultiSet", p=p) if t[0] in _SOLUTION_MODIFIERS else p
 
-    def p_bgp(self, t: Tree) -> CompValue:
+    def p_bgp(self, t: Tree) -> AlgebraNode:
         return node("BGP", triples=[self.triple(x) for x in t[1]])
 
-    def p_path(self, t: Tree) -> CompValue:
+    def p_path(self, t: Tree) -> AlgebraNode:
         _, s, path, o = t
         return node("BGP", triples=[(self.term(s), self.path(path), self.term(o))])
 
-    def p_join(self, t: Tree) -> CompValue:
+    def p_join(self, t: Tree) -> AlgebraNode:
         left, right = self.sub(t[1]), self.sub(t[2])
         if left.name == "BGP" and right.name == "BGP":
             return node("BGP", triples=[*left.triples, *right.triples])
         return node("Join", p1=left, p2=right)
 
-    def p_leftjoin(self, t: Tree) -> CompValue:
+    def p_leftjoin(self, t: Tree) -> AlgebraNode:
         _, left, right, expr = t
         condition = node("TrueFilter") if expr is None else self.expr(expr)
         return node("LeftJoin", p1=self.sub(left), p2=self.sub(right), expr=condition)
 
-    def p_filter(self, t: Tree) -> CompValue:
+    def p_filter(self, t: Tree) -> AlgebraNode:
         return node("Filter", expr=self.expr(t[1]), p=self.sub(t[2]))
 
-    def p_union(self, t: Tree) -> CompValue:
+    def p_union(self, t: Tree) -> AlgebraNode:
         return node("Union", p1=self.sub(t[1]), p2=self.sub(t[2]))
 
-    def p_graph(self, t: Tree) -> CompValue:
+    def p_graph(self, t: Tree) -> AlgebraNode:
         return node("Graph", term=self.term(t[1]), p=self.sub(t[2]))
 
-    def p_extend(self, t: Tree) -> CompValue:
+    def p_extend(self, t: Tree) -> AlgebraNode:
         _, inner, var, expr = t
         return node("Extend", p=self.sub(inner), var=self.var(var), expr=self.expr(expr))
 
-    def p_minus(self, t: Tree) -> CompValue:
+    def p_minus(self, t: Tree) -> AlgebraNode:
         return node("Minus", p1=self.sub(t[1]), p2=self.sub(t[2]))
 
-    def p_values(self, t: Tree) -> CompValue:
+    def p_values(self, t: Tree) -> AlgebraNode:
         _, variables, rows = t
         names = [self.var(v) for v in variables]
         res = [{v: "UNDEF" if x is None else self.term(x) for v, x in zip(names, row, strict=True)} for row in rows]
         return node("ToMultiSet", p=node("values", res=res))
 
-    def p_orderby(self, t: Tree) -> CompValue:
+    def p_orderby(self, t: Tree) -> AlgebraNode:
         _, inner, conditions = t
         expr = [node("OrderCondition", expr=self.expr(e), order="DESC" if desc else "ASC") for desc, e in conditions]
         return node("OrderBy", p=self.pattern(inner), expr=expr)
 
-    def p_project(self, t: Tree) -> CompValue:
+    def p_project(self, t: Tree) -> AlgebraNode:
         _, inner, variables = t
         return node("Project", p=self.pattern(inner), PV=[self.var(v) for v in variables])
 
-    def p_distinct(self, t: Tree) -> CompValue:
+    def p_distinct(self, t: Tree) -> AlgebraNode:
         return node("Distinct", p=self.pattern(t[1]))
 
-    def p_reduced(self, t: Tree) -> CompValue:
+    def p_reduced(self, t: Tree) -> AlgebraNode:
         return node("Reduced", p=self.pattern(t[1]))
 
-    def p_slice(self, t: Tree) -> CompValue:
+    def p_slice(self, t: Tree) -> AlgebraNode:
         _, inner, start, length = t
         return node("Slice", p=self.pattern(inner), start=start, length=length)
 
-    def p_group(self, t: Tree) -> CompValue:
+    def p_group(self, t: Tree) -> AlgebraNode:
         _, inner, variables, aggregates = t
         keys = [self.var(v) for v in variables]
         group = node("Group", p=self.sub(inner), expr=keys or None)
         return node("AggregateJoin", A=[self.aggregate(v, a) for v, a in aggregates], p=group)
 
-    def p_service(self, t: Tree) -> CompValue:
+    def p_service(self, t: Tree) -> AlgebraNode:
         _, name, inner, silent, text = t
         term = self.term(name)
         keyword = "SERVICE SILENT" if silent else "SERVICE"
-        endpoint = str(term.n3()) if isinstance(term, Variable | URIRef) else str(term)
+        endpoint = f"?{term}" if isinstance(term, Var) else f"<{term}>" if isinstance(term, IriTerm) else str(term)
         return node(
             "ServiceGraphPattern",
             term=term,
@@ -261,10 +270,10 @@ class _Translation:
             silent="SILENT" if silent else None,
         )
 
-    def p_unsupported(self, t: Tree) -> CompValue:
+    def p_unsupported(self, t: Tree) -> AlgebraNode:
         raise ValueError(f"{t[1]} is not SPARQL 1.1")
 
-    def aggregate(self, var: Tree, t: Tree) -> CompValue:
+    def aggregate(self, var: Tree, t: Tree) -> AlgebraNode:
         res = self.var(var)
         if t[0] == "count*":
             return node("Aggregate_Count", vars="*", distinct="DISTINCT" if t[1] else [], res=res)
@@ -278,25 +287,25 @@ class _Translation:
 
     # -- property paths --
 
-    def path(self, t: Tree) -> Path | URIRef:
+    def path(self, t: Tree) -> PropertyPath | IriTerm:
         tag = t[0]
         if tag == "iri":
-            return URIRef(t[1])
+            return IriTerm(t[1])
         if tag == "reverse":
             if t[1][0] == "negated":  # !^p
-                return _negated([InvPath(URIRef(i[1])) for i in t[1][1]])
-            return InvPath(self.path(t[1]))
+                return _negated([PathInverse(IriTerm(i[1])) for i in t[1][1]])
+            return PathInverse(self.path(t[1]))
         if tag == "sequence":
-            return SequencePath(*self.spine(t, "sequence", self.path))
+            return PathSequence(*self.spine(t, "sequence", self.path))
         if tag == "alternative":
             parts = self.spine(t, "alternative", lambda x: x)
             if all(p[0] == "negated" or (p[0] == "reverse" and p[1][0] == "negated") for p in parts):
                 return _negated([x for p in parts for x in _negated_members(p)])  # !(a|^b)
-            return AlternativePath(*[self.path(p) for p in parts])
+            return PathAlternative(*[self.path(p) for p in parts])
         if tag in ("*", "+", "?"):
-            return MulPath(self.path(t[1]), tag)
+            return PathRepeat(self.path(t[1]), tag)
         if tag == "negated":
-            return _negated([URIRef(i[1]) for i in t[1]])
+            return _negated([IriTerm(i[1]) for i in t[1]])
         raise ValueError(f"not a path: {t!r}")
 
     @staticmethod
@@ -354,7 +363,7 @@ class _Translation:
             return self.call(t[1], t[2])
         raise ValueError(f"not an expression: {t!r}")
 
-    def arithmetic(self, t: Tree) -> CompValue:
+    def arithmetic(self, t: Tree) -> AlgebraNode:
         """`a + b - c` (left-leaning in spargebra) as one node: expr a, op [+, -], other [b, c]."""
         additive = t[0] in ("+", "-")
         ops: list[str] = []
@@ -366,10 +375,10 @@ class _Translation:
         name = "AdditiveExpression" if additive else "MultiplicativeExpression"
         return node(name, expr=self.expr(t), op=ops[::-1], other=[self.expr(x) for x in reversed(others)])
 
-    def call(self, function: Any, args: list[Tree]) -> CompValue:
+    def call(self, function: Any, args: list[Tree]) -> AlgebraNode:
         values = [self.expr(a) for a in args]
         if not isinstance(function, str):
-            return node("Function", iri=URIRef(function[1]), expr=values)
+            return node("Function", iri=IriTerm(function[1]), expr=values)
         if function == "unsupported":
             raise ValueError("a function that is not SPARQL 1.1")
         if function == "CONCAT":
@@ -378,21 +387,19 @@ class _Translation:
         return node(f"Builtin_{function}", **dict(zip(parameters, values, strict=False)))
 
 
-def _projected(p: CompValue) -> list[Variable]:
+def _projected(p: AlgebraNode) -> list[Var]:
     """The variables of the outermost projection (SELECT's columns)."""
     while p.name in ("Slice", "Distinct", "Reduced", "OrderBy"):
         p = p.p
     return list(p.PV) if p.name == "Project" else []
 
 
-def _negated_members(t: Tree) -> list[URIRef | InvPath]:
+def _negated_members(t: Tree) -> list[IriTerm | PathInverse]:
     if t[0] == "negated":
-        return [URIRef(i[1]) for i in t[1]]
-    return [InvPath(URIRef(i[1])) for i in t[1][1]]  # ("reverse", ("negated", [...]))
+        return [IriTerm(i[1]) for i in t[1]]
+    return [PathInverse(IriTerm(i[1])) for i in t[1][1]]  # ("reverse", ("negated", [...]))
 
 
-def _negated(members: list[Any]) -> NegatedPath:
-    """rdflib's NegatedPath over IRIs and inverse IRIs."""
-    negated = NegatedPath(URIRef("urn:x"))
-    negated.args = members
-    return negated
+def _negated(members: list[Any]) -> PathNegated:
+    """A negated property set over IRIs and inverse IRIs."""
+    return PathNegated(members)

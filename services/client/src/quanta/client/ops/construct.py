@@ -14,22 +14,21 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
-from rdflib.term import BNode, Literal, Node, URIRef, Variable
-
 from quanta.client.ops.base import Batch, Op, Pacer, Row
 from quanta.client.plan.context import Context
-from quanta.sparql.terms import from_rdflib
+from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm, Var
+from quanta.sparql.terms import from_term
 
 Triple = tuple[str, str, str]
 Part = tuple[str, object]  # ("slot", int) | ("bnode", label) | ("term", str)
 
 
-def template_part(node: Node, slot_of: Callable[[Variable], int]) -> Part:
-    if isinstance(node, Variable):
+def template_part(node: RdfTerm, slot_of: Callable[[Var], int]) -> Part:
+    if isinstance(node, Var):
         return ("slot", slot_of(node))
-    if isinstance(node, BNode):
+    if isinstance(node, BlankTerm):
         return ("bnode", str(node))
-    return ("term", from_rdflib(node))
+    return ("term", from_term(node))
 
 
 def valid(s: str, p: str, o: str) -> bool:
@@ -137,5 +136,5 @@ class Describe(Op):
                     yield out
 
 
-def constant(node: Node) -> str | None:
-    return from_rdflib(node) if isinstance(node, URIRef | Literal) else None
+def constant(node: RdfTerm) -> str | None:
+    return from_term(node) if isinstance(node, IriTerm | LiteralTerm) else None

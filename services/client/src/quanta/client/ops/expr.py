@@ -16,12 +16,11 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from rdflib.term import Node, Variable
-
 from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape, with_cell
 from quanta.client.plan.context import Context
 from quanta.sparql import expressions
 from quanta.sparql.expr_values import format_double
+from quanta.sparql.syntax import RdfTerm, Var
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import literal
 
@@ -35,13 +34,13 @@ class _Scope:
     a class made per compile is a reference cycle (its methods held the table), so a replaced
     table (megabytes of computed terms) waited for the cyclic collector."""
 
-    def __init__(self, table: TermTable, slot_of: Callable[[Variable], int | None]) -> None:
+    def __init__(self, table: TermTable, slot_of: Callable[[Var], int | None]) -> None:
         self.table, self.slot_of = table, slot_of
 
-    def slot(self, var: Variable) -> int | None:
+    def slot(self, var: Var) -> int | None:
         return self.slot_of(var)
 
-    def term(self, node: Node) -> int:
+    def term(self, node: RdfTerm) -> int:
         return self.table.intern_node(node)
 
 
@@ -50,7 +49,7 @@ class ClientExpr:
     boolean value, an error is false) and `value(row)` (BIND: a term, None
     on an error)."""
 
-    def __init__(self, expr: Any, slot_of: Callable[[Variable], int | None], shape: Shape, base: str | None) -> None:
+    def __init__(self, expr: Any, slot_of: Callable[[Var], int | None], shape: Shape, base: str | None) -> None:
         self.expr, self.slot_of, self.shape, self.base = expr, slot_of, shape, base
         self._compile()
 

@@ -1,37 +1,23 @@
-"""Helpers over rdflib's algebra: copying with changes, variables, and the
+"""Helpers over the query's algebra (`quanta.sparql.syntax`): copying with changes, variables, and the
 planner's first pass (blank nodes of patterns to hidden variables, property
 paths to algebra).
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rdflib.paths import Path
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import BNode, Node, Variable
-
 from quanta.client.plan.paths import expand_bgp, server_path
+from quanta.sparql.syntax import AlgebraNode, BlankTerm, PropertyPath, RdfTerm, Var
 
 Rewrite = Callable[[Any], Any]  # a node's replacement, or None to copy it with its children rewritten
 
 
-def copy_node(node: CompValue, **changes: Any) -> CompValue:
-    """A copy of a CompValue (rdflib's Expr subclasses included) with some members changed."""
-    cls = type(node)
-    copy: CompValue = cls.__new__(cls)
-    OrderedDict.__init__(copy)
-    # rdflib sets some members as attributes too (EXISTS's translated `graph`, shadowing
-    # its parse tree): the copy keeps members as items only, so both read the same
-    copy.__dict__.update({k: v for k, v in node.__dict__.items() if k not in node})
-    for key in node:
-        OrderedDict.__setitem__(copy, key, changes[key] if key in changes else OrderedDict.__getitem__(node, key))
-    for key, value in changes.items():
-        if key not in node:
-            OrderedDict.__setitem__(copy, key, value)
-    return copy
+def copy_node(node: AlgebraNode, **changes: Any) -> AlgebraNode:
+    """A copy of a node with some members changed (or added)."""
+    return AlgebraNode(node.name, **{**node, **changes})
 
 
 def rewrite(value: Any, change: Rewrite) -> Any:
@@ -39,7 +25,7 @@ def rewrite(value: Any, change: Rewrite) -> Any:
     replaced = change(value)
     if replaced is not None:
         return replaced
-    if isinstance(value, CompValue):
+    if isinstance(value, AlgebraNode):
         return copy_node(value, **{k: rewrite(v, change) for k, v in value.items() if not k.startswith("_")})
     if isinstance(value, list):
         return [rewrite(v, change) for v in value]
@@ -48,16 +34,16 @@ def rewrite(value: Any, change: Rewrite) -> Any:
     return value
 
 
-def member(node: CompValue, name: str) -> Any:
-    """A member, None when absent (CompValue.get returns the name)."""
-    return dict.get(node, name)
+def member(node: AlgebraNode, name: str) -> Any:
+    """A member, None when absent."""
+    return node.get(name)
 
 
-def all_variables(value: Any) -> Iterator[Variable]:
+def all_variables(value: Any) -> Iterator[Var]:
     """Every variable in a tree (expressions, EXISTS patterns, paths' ends included)."""
-    if isinstance(value, Variable):
+    if isinstance(value, Var):
         yield value
-    elif isinstance(value, CompValue):
+    elif isinstance(value, AlgebraNode):
         for key, v in value.items():
             if not key.startswith("_"):
                 yield from all_variables(v)
@@ -70,13 +56,13 @@ def all_variables(value: Any) -> Iterator[Variable]:
             yield from all_variables(v)
 
 
-def maybe(node: Any) -> set[Variable]:
+def maybe(node: Any) -> set[Var]:
     """Variables a graph pattern may bind (its in-scope variables, SPARQL 1.1 section 18.2.1)."""
     name = node.name
     if name == "BGP":
-        return {t for triple in node.triples for t in triple if isinstance(t, Variable)}
+        return {t for triple in node.triples for t in triple if isinstance(t, Var)}
     if name == "PathClosure":
-        return {t for t in (node.subject, node.object) if isinstance(t, Variable)}
+        return {t for t in (node.subject, node.object) if isinstance(t, Var)}
     if name in ("Join", "Union", "LeftJoin"):
         return maybe(node.p1) | maybe(node.p2)
     if name == "Minus":
@@ -86,21 +72,21 @@ def maybe(node: Any) -> set[Variable]:
     if name == "values":
         return {v for row in node.res for v in row}
     if name == "Graph":
-        return maybe(node.p) | ({node.term} if isinstance(node.term, Variable) else set())
+        return maybe(node.p) | ({node.term} if isinstance(node.term, Var) else set())
     if name == "ServiceGraphPattern":
-        return set(all_variables(node.graph)) | ({node.term} if isinstance(node.term, Variable) else set())
+        return set(all_variables(node.graph)) | ({node.term} if isinstance(node.term, Var) else set())
     if name == "Project":
-        return {v for v in node.PV if isinstance(v, Variable)}
+        return {v for v in node.PV if isinstance(v, Var)}
     if name == "AggregateJoin":
         group = node.p
-        keys = {v for v in member(group, "expr") or [] if isinstance(v, Variable)}
+        keys = {v for v in member(group, "expr") or [] if isinstance(v, Var)}
         return keys | {a.res for a in node.A}
     if name in ("Filter", "ToMultiSet", "Slice", "Distinct", "Reduced", "OrderBy", "Group"):
         return maybe(node.p)
     raise ValueError(f"unexpected pattern {name}")
 
 
-def certain(node: Any) -> set[Variable]:
+def certain(node: Any) -> set[Var]:
     """Variables every solution of a pattern binds."""
     name = node.name
     if name in ("BGP", "PathClosure"):
@@ -114,7 +100,7 @@ def certain(node: Any) -> set[Variable]:
     if name == "values":
         return {v for v in maybe(node) if all(row.get(v, "UNDEF") != "UNDEF" for row in node.res)}
     if name == "Graph":
-        return certain(node.p) | ({node.term} if isinstance(node.term, Variable) else set())
+        return certain(node.p) | ({node.term} if isinstance(node.term, Var) else set())
     if name == "Project":
         return certain(node.p) & maybe(node)
     if name in ("ServiceGraphPattern", "AggregateJoin"):
@@ -131,16 +117,16 @@ class Prepass:
     anywhere else (projections, expressions, VALUES, GRAPH...): a variable
     of one leaf that nothing else names need not come back from the server."""
 
-    def __init__(self, fresh: Callable[[str], Variable]) -> None:
+    def __init__(self, fresh: Callable[[str], Var]) -> None:
         self.fresh = fresh
-        self.blanks: dict[BNode, Variable] = {}
-        self.hidden: set[Variable] = set()
-        self.leaves: Counter[Variable] = Counter()
-        self.mentioned: set[Variable] = set()
+        self.blanks: dict[BlankTerm, Var] = {}
+        self.hidden: set[Var] = set()
+        self.leaves: Counter[Var] = Counter()
+        self.mentioned: set[Var] = set()
         self.every = False  # COUNT(DISTINCT *) tells solutions apart by all their variables
 
     @property
-    def droppable(self) -> set[Variable]:
+    def droppable(self) -> set[Var]:
         if self.every:
             return set()
         return {v for v, n in self.leaves.items() if n <= 1 and v not in self.mentioned}
@@ -150,13 +136,13 @@ class Prepass:
         self._count(out)
         return out
 
-    def hide(self, hint: str) -> Variable:
+    def hide(self, hint: str) -> Var:
         var = self.fresh(hint)
         self.hidden.add(var)
         return var
 
-    def _term(self, node: Node) -> Node:
-        if isinstance(node, BNode):
+    def _term(self, node: RdfTerm) -> RdfTerm:
+        if isinstance(node, BlankTerm):
             var = self.blanks.get(node)
             if var is None:
                 var = self.blanks[node] = self.hide("b")
@@ -164,17 +150,17 @@ class Prepass:
         return node
 
     def _change(self, node: Any) -> Any:
-        if isinstance(node, CompValue) and node.name == "BGP":
+        if isinstance(node, AlgebraNode) and node.name == "BGP":
             triples = [(self._term(s), p, self._term(o)) for s, p, o in node.triples]
             if all(server_path(p) for _, p, _ in triples):
                 return copy_node(node, triples=triples)
             return expand_bgp(triples, self.hide)
-        if isinstance(node, Path) or (isinstance(node, CompValue) and node.name == "ServiceGraphPattern"):
+        if isinstance(node, PropertyPath) or (isinstance(node, AlgebraNode) and node.name == "ServiceGraphPattern"):
             return node  # a SERVICE pattern is sent as written
         return None
 
     def _count(self, value: Any) -> None:
-        if isinstance(value, CompValue):
+        if isinstance(value, AlgebraNode):
             if value.name in ("BGP", "PathClosure"):
                 for var in set(maybe(value)):
                     self.leaves[var] += 1
@@ -193,5 +179,5 @@ class Prepass:
             for k, v in value.items():
                 self._count(k)
                 self._count(v)
-        elif isinstance(value, Variable):
+        elif isinstance(value, Var):
             self.mentioned.add(value)

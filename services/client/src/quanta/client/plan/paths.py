@@ -16,36 +16,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Node, URIRef, Variable
+from quanta.sparql.syntax import (
+    AlgebraNode,
+    IriTerm,
+    PathAlternative,
+    PathInverse,
+    PathNegated,
+    PathRepeat,
+    PathSequence,
+    PropertyPath,
+    RdfTerm,
+    Var,
+)
 
 
 def server_path(path: Any) -> bool:
     """A term, or a sequence/inverse chain of terms (the server's)."""
-    if isinstance(path, InvPath):
+    if isinstance(path, PathInverse):
         return server_path(path.arg)
-    if isinstance(path, SequencePath):
+    if isinstance(path, PathSequence):
         return all(server_path(step) for step in path.args)
-    return not isinstance(path, Path)
+    return not isinstance(path, PropertyPath)
 
 
-def expand_bgp(triples: list[tuple[Node, Any, Node]], fresh: Callable[[str], Variable]) -> Any:
+def expand_bgp(triples: list[tuple[RdfTerm, Any, RdfTerm]], fresh: Callable[[str], Var]) -> Any:
     """A BGP whose paths are not all the server's, as algebra."""
     plain = [t for t in triples if server_path(t[1])]
-    parts: list[Any] = [CompValue("BGP", triples=plain)] if plain else []
+    parts: list[Any] = [AlgebraNode("BGP", triples=plain)] if plain else []
     for s, path, o in triples:
         if not server_path(path):
             parts.append(expand(s, path, o, fresh))
     return join_all(parts)
 
 
-def expand(s: Node, path: Any, o: Node, fresh: Callable[[str], Variable]) -> Any:
+def expand(s: RdfTerm, path: Any, o: RdfTerm, fresh: Callable[[str], Var]) -> Any:
     if server_path(path):
-        return CompValue("BGP", triples=[(s, path, o)])
-    if isinstance(path, InvPath):
+        return AlgebraNode("BGP", triples=[(s, path, o)])
+    if isinstance(path, PathInverse):
         return expand(o, path.arg, s, fresh)
-    if isinstance(path, SequencePath):
+    if isinstance(path, PathSequence):
         parts = []
         for step in path.args[:-1]:
             link = fresh("path")
@@ -53,36 +62,36 @@ def expand(s: Node, path: Any, o: Node, fresh: Callable[[str], Variable]) -> Any
             s = link
         parts.append(expand(s, path.args[-1], o, fresh))
         return join_all(parts)
-    if isinstance(path, AlternativePath):
+    if isinstance(path, PathAlternative):
         branches = [expand(s, alternative, o, fresh) for alternative in path.args]
         node = branches[0]
         for branch in branches[1:]:
-            node = CompValue("Union", p1=node, p2=branch)
+            node = AlgebraNode("Union", p1=node, p2=branch)
         return node
-    if isinstance(path, NegatedPath):
-        forward = [a for a in path.args if isinstance(a, URIRef)]
-        backward = [a.arg for a in path.args if isinstance(a, InvPath)]
+    if isinstance(path, PathNegated):
+        forward = [a for a in path.args if isinstance(a, IriTerm)]
+        backward = [a.arg for a in path.args if isinstance(a, PathInverse)]
         sides = []
         if forward:
             sides.append(_negated(s, forward, o, fresh))
         if backward:
             sides.append(_negated(o, backward, s, fresh))
-        return sides[0] if len(sides) == 1 else CompValue("Union", p1=sides[0], p2=sides[1])
-    if isinstance(path, MulPath):
-        return CompValue("PathClosure", subject=s, path=path.path, object=o, mod=path.mod)
+        return sides[0] if len(sides) == 1 else AlgebraNode("Union", p1=sides[0], p2=sides[1])
+    if isinstance(path, PathRepeat):
+        return AlgebraNode("PathClosure", subject=s, path=path.path, object=o, mod=path.mod)
     raise ValueError(f"unknown property path {path!r}")
 
 
-def _negated(s: Node, excluded: list[Any], o: Node, fresh: Callable[[str], Variable]) -> Any:
+def _negated(s: RdfTerm, excluded: list[Any], o: RdfTerm, fresh: Callable[[str], Var]) -> Any:
     predicate = fresh("np")
-    test = CompValue("RelationalExpression", expr=predicate, op="NOT IN", other=list(excluded))
-    return CompValue("Filter", expr=test, p=CompValue("BGP", triples=[(s, predicate, o)]))
+    test = AlgebraNode("RelationalExpression", expr=predicate, op="NOT IN", other=list(excluded))
+    return AlgebraNode("Filter", expr=test, p=AlgebraNode("BGP", triples=[(s, predicate, o)]))
 
 
 def join_all(parts: list[Any]) -> Any:
     if not parts:
-        return CompValue("BGP", triples=[])
+        return AlgebraNode("BGP", triples=[])
     node = parts[0]
     for part in parts[1:]:
-        node = CompValue("Join", p1=node, p2=part)
+        node = AlgebraNode("Join", p1=node, p2=part)
     return node

@@ -1,4 +1,4 @@
-"""From rdflib's algebra to the client's operators: the largest server pieces, and the rest here.
+"""From the query's algebra to the client's operators: the largest server pieces, and the rest here.
 
 A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
 `Remote` piece. Otherwise, by operator (docs/client.md has the request costs):
@@ -26,9 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Literal, Node, URIRef, Variable
-
 from quanta.client.budgets import Budgets
 from quanta.client.ops.aggregates import Aggregate
 from quanta.client.ops.base import Op, Row
@@ -50,9 +47,10 @@ from quanta.client.plan.serialize import Writer
 from quanta.client.transport import QueryError
 from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind
-from quanta.sparql.terms import from_rdflib, skolem, to_rdflib
+from quanta.sparql.syntax import AlgebraNode, IriTerm, LiteralTerm, RdfTerm, Var
+from quanta.sparql.terms import from_term, skolem, to_term
 
-TRUE = Literal(True)
+TRUE = LiteralTerm("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")
 NON_DETERMINISTIC = {"Builtin_RAND": "RAND", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID"}
 
 
@@ -80,8 +78,8 @@ class Planner:
     dataset: Dataset
     budgets: Budgets
     services: set[str]
-    hidden: set[Variable]  # variables of the plan's own (never shown: SELECT *, COUNT(DISTINCT *))
-    droppable: set[Variable]  # hidden variables of one leaf alone (never projected by a piece)
+    hidden: set[Var]  # variables of the plan's own (never shown: SELECT *, COUNT(DISTINCT *))
+    droppable: set[Var]  # hidden variables of one leaf alone (never projected by a piece)
     base: str | None
     now: str
     prologue: str
@@ -105,7 +103,7 @@ class Planner:
 
     # -- server pieces --
 
-    def projection(self, node: Any) -> list[Variable]:
+    def projection(self, node: Any) -> list[Var]:
         """What a piece projects: its variables, but the hidden ones used in it alone."""
         variables = [v for v in maybe(node) if v not in self.droppable]
         return sorted(variables, key=str)
@@ -116,8 +114,8 @@ class Planner:
         scope: Scope,
         source: Source,
         *,
-        projection: list[Variable] | None = None,
-        extra: tuple[Variable, ...] = (),
+        projection: list[Var] | None = None,
+        extra: tuple[Var, ...] = (),
         having: Any = None,
         inject: bool = False,
         limit: int | None = None,
@@ -149,7 +147,7 @@ class Planner:
         if not graph.sources:
             return Rows([], self.slots, frozenset(scope.slot(v) for v in maybe(node)))
         # the merge of several graphs: each triple pattern on each graph, deduplicated, then joined
-        parts = [CompValue("BGP", triples=[t]) for t in node.triples]
+        parts = [AlgebraNode("BGP", triples=[t]) for t in node.triples]
         op: Op | None = None
         for part in parts:
             scan = Distinct(Union([Remote(self.piece(part, scope, s)) for s in graph.sources]))
@@ -189,12 +187,12 @@ class Planner:
         if not shared:
             return HashJoin(left, Remote(self.piece(node, scope, source)), "join")
         ship = self.ship(shared, scope)
-        piece = self.piece(node, scope, source, extra=(Variable(ship.row_name),))
+        piece = self.piece(node, scope, source, extra=(Var(ship.row_name),))
         return BindJoin(left, piece, ship)
 
     def _anchored(self, closure: Any, scope: Scope, bound: frozenset[int]) -> bool:
         ends = (closure.subject, closure.object)
-        return any(not isinstance(e, Variable) or scope.slot(e) in bound for e in ends)
+        return any(not isinstance(e, Var) or scope.slot(e) in bound for e in ends)
 
     def _LeftJoin(self, node: Any, scope: Scope, graph: Graphs) -> Op:
         a, b = node.p1, node.p2
@@ -218,7 +216,7 @@ class Planner:
             if shared:
                 ship = self.ship(shared, scope)
                 having = expr if shippable else None
-                piece = self.piece(b, scope, source, extra=(Variable(ship.row_name),), having=having)
+                piece = self.piece(b, scope, source, extra=(Var(ship.row_name),), having=having)
                 return BindLeftJoin(left, piece, ship, keep)
             if shippable and expr is not None:
                 keep = self.condition(expr, scope)
@@ -233,10 +231,10 @@ class Planner:
         if (maybe(a) - certain(a)) & maybe(b):
             return None
         tag = scope.fresh("t")
-        joined: Any = CompValue("Join", p1=a, p2=b)
+        joined: Any = AlgebraNode("Join", p1=a, p2=b)
         if expr is not None:
-            joined = CompValue("Filter", expr=expr, p=joined)
-        union = CompValue("Union", p1=joined, p2=CompValue("Extend", p=a, var=tag, expr=TRUE))  # the join first
+            joined = AlgebraNode("Filter", expr=expr, p=joined)
+        union = AlgebraNode("Union", p1=joined, p2=AlgebraNode("Extend", p=a, var=tag, expr=TRUE))  # the join first
         key = self.projection(a)
         shown = sorted(set(key) | set(self.projection(b)), key=str)
         piece = self.piece(union, scope, source, projection=shown, extra=(tag,))
@@ -253,7 +251,7 @@ class Planner:
         source = graph.single
         if source is not None and self.server(b) and set(shared) <= {scope.slot(v) for v in certain(b)}:
             ship = self.ship(shared, scope, numbered=True)
-            piece = self.piece(b, scope, source, projection=[], extra=(Variable(ship.row_name),))
+            piece = self.piece(b, scope, source, projection=[], extra=(Var(ship.row_name),))
             return BindFilter(left, piece, ship, negated=True, name="BindMinus", keep_unbound=True)
         return HashJoin(left, self.plan(b, scope, graph), "minus")
 
@@ -289,7 +287,7 @@ class Planner:
 
     def exists_filter(self, child: Op, pattern: Any, scope: Scope, source: Source, negated: bool) -> Op:
         ship = self.ship(sorted(child.maybe & {scope.slot(v) for v in _all_vars(pattern)}), scope, numbered=True)
-        piece = self.piece(pattern, scope, source, projection=[], extra=(Variable(ship.row_name),), inject=True)
+        piece = self.piece(pattern, scope, source, projection=[], extra=(Var(ship.row_name),), inject=True)
         return BindFilter(child, piece, ship, negated=negated, name="NotExists" if negated else "Exists")
 
     def _Extend(self, node: Any, scope: Scope, graph: Graphs) -> Op:
@@ -303,7 +301,7 @@ class Planner:
     def _values(self, node: Any, scope: Scope, graph: Graphs) -> Op:
         variables = sorted(maybe(node), key=str)
         rows = [
-            {scope.slot(v): from_rdflib(t) for v in variables if (t := res.get(v)) is not None and t != "UNDEF"}
+            {scope.slot(v): from_term(t) for v in variables if (t := res.get(v)) is not None and t != "UNDEF"}
             for res in node.res
         ]
         return Rows(rows, self.slots, frozenset(scope.slot(v) for v in variables))
@@ -313,13 +311,13 @@ class Planner:
 
     def _Graph(self, node: Any, scope: Scope, graph: Graphs) -> Op:
         term = node.term
-        if isinstance(term, Variable):
+        if isinstance(term, Var):
             slot = scope.slot(term)
             branches = [(g, self.plan(node.p, scope, Graphs([self.sources.get(g)]))) for g in self.dataset.named]
             if not branches:
                 return Rows([], self.slots, frozenset({slot}) | {scope.slot(v) for v in maybe(node.p)})
             return GraphUnion(branches, slot)
-        iri = from_rdflib(term)
+        iri = from_term(term)
         if iri not in self.dataset.named:  # SPARQL: a graph the dataset lacks matches nothing
             return Rows([], self.slots, frozenset(scope.slot(v) for v in maybe(node.p)))
         return self.plan(node.p, scope, Graphs([self.sources.get(iri)]))
@@ -341,7 +339,7 @@ class Planner:
         if single is not None and self.server(step):
             for forward in (True, False):
                 ship = self.ship([slot_a if forward else slot_b], scope)
-                piece = self.piece(step, scope, single, projection=[a, b], extra=(Variable(ship.row_name),))
+                piece = self.piece(step, scope, single, projection=[a, b], extra=(Var(ship.row_name),))
                 bind[forward] = (piece, ship)
 
         def make(rows: list[Row], forward: bool) -> Op:
@@ -354,17 +352,17 @@ class Planner:
                 return BindJoin(start, piece, ship)
             return HashJoin(start, every_step, "join")
 
-        nodes = self.plan(CompValue("BGP", triples=[(a, self.hidden_var(scope, "p"), b)]), scope, graph)
+        nodes = self.plan(AlgebraNode("BGP", triples=[(a, self.hidden_var(scope, "p"), b)]), scope, graph)
         # whether a node is in the graph: a subject or an object of some triple
         p, x = self.hidden_var(scope, "p"), self.hidden_var(scope, "x")
-        somewhere = CompValue(
-            "Union", p1=CompValue("BGP", triples=[(a, p, x)]), p2=CompValue("BGP", triples=[(x, p, a)])
+        somewhere = AlgebraNode(
+            "Union", p1=AlgebraNode("BGP", triples=[(a, p, x)]), p2=AlgebraNode("BGP", triples=[(x, p, a)])
         )
         every_node = self.plan(somewhere, scope, graph)
         in_graph: tuple[Piece, Ship] | None = None
         if single is not None:
             ship = self.ship([slot_a], scope, numbered=True)
-            in_graph = (self.piece(somewhere, scope, single, projection=[], extra=(Variable(ship.row_name),)), ship)
+            in_graph = (self.piece(somewhere, scope, single, projection=[], extra=(Var(ship.row_name),)), ship)
 
         def member(rows: list[Row]) -> Op:
             start = Rows([{slot_a: r[slot_a] or ""} for r in rows], self.slots, frozenset({slot_a}))
@@ -375,10 +373,10 @@ class Planner:
         steps = Steps(make, slot_a, slot_b, self.slots, member)
         return PathJoin(left, self.end(node.subject, scope), self.end(node.object, scope), str(node.mod), steps, nodes)
 
-    def end(self, node: Node, scope: Scope) -> End:
-        return End(slot=scope.slot(node)) if isinstance(node, Variable) else End(term=from_rdflib(node))
+    def end(self, node: RdfTerm, scope: Scope) -> End:
+        return End(slot=scope.slot(node)) if isinstance(node, Var) else End(term=from_term(node))
 
-    def hidden_var(self, scope: Scope, hint: str) -> Variable:
+    def hidden_var(self, scope: Scope, hint: str) -> Var:
         var = scope.fresh(hint)
         self.hidden.add(var)
         return var
@@ -392,8 +390,8 @@ class Planner:
         variables = sorted(set(_all_vars(node.graph)), key=str)
         term = node.term
         call = ServiceCall(
-            endpoint=None if isinstance(term, Variable) else from_rdflib(term),
-            endpoint_slot=scope.slot(term) if isinstance(term, Variable) else None,
+            endpoint=None if isinstance(term, Var) else from_term(term),
+            endpoint_slot=scope.slot(term) if isinstance(term, Var) else None,
             group=group,
             prologue=self.prologue,
             slots={str(v): scope.slot(v) for v in variables},
@@ -405,7 +403,7 @@ class Planner:
     # -- solution modifiers and subqueries --
 
     def _Project(self, node: Any, scope: Scope, graph: Graphs) -> Op:
-        variables = [v for v in node.PV if isinstance(v, Variable)]
+        variables = [v for v in node.PV if isinstance(v, Var)]
         inner = scope.child(variables)
         source = graph.single
         if source is not None and not fragment.select_refusals(node):
@@ -418,12 +416,12 @@ class Planner:
         inner = node.p
         source = graph.single
         if source is not None and inner.name == "Project" and not fragment.select_refusals(node):
-            variables = [v for v in inner.PV if isinstance(v, Variable)]
+            variables = [v for v in inner.PV if isinstance(v, Var)]
             child_scope = scope.child(variables)
             piece = self.piece(inner.p, child_scope, source, projection=variables, limit=limit, offset=offset)
             return Remote(piece)
         if limit is not None and inner.name == "Project" and inner.p.name == "OrderBy":
-            variables = [v for v in inner.PV if isinstance(v, Variable)]
+            variables = [v for v in inner.PV if isinstance(v, Var)]
             child_scope = scope.child(variables)
             ordered = self.order_by(inner.p, child_scope, graph, top=offset + limit)
             child: Op = Project(ordered, [scope.slot(v) for v in variables], self.slots)
@@ -445,10 +443,12 @@ class Planner:
         conditions: list[tuple[int, bool]] = []
         for condition in node.expr:
             expr = (
-                condition.expr if isinstance(condition, CompValue) and condition.name == "OrderCondition" else condition
+                condition.expr
+                if isinstance(condition, AlgebraNode) and condition.name == "OrderCondition"
+                else condition
             )
-            descending = isinstance(condition, CompValue) and member(condition, "order") == "DESC"
-            if isinstance(expr, Variable):
+            descending = isinstance(condition, AlgebraNode) and member(condition, "order") == "DESC"
+            if isinstance(expr, Var):
                 conditions.append((scope.slot(expr), descending))
                 continue
             key = self.hidden_var(scope, "k")
@@ -464,7 +464,7 @@ class Planner:
         keys: list[int] = []
         bound: list[int] = []
         for expr in member(group, "expr") or []:
-            if isinstance(expr, Variable):
+            if isinstance(expr, Var):
                 keys.append(scope.slot(expr))
                 bound.append(scope.slot(expr))
                 continue
@@ -507,24 +507,24 @@ class Planner:
         return test.test
 
     def _constant_change(self, node: Any) -> Any:
-        if isinstance(node, CompValue) and node.name == "Builtin_NOW":
-            return Literal(self.now[1 : self.now.rindex('"')], datatype=URIRef(_XSD_DATETIME))
+        if isinstance(node, AlgebraNode) and node.name == "Builtin_NOW":
+            return LiteralTerm(self.now[1 : self.now.rindex('"')], datatype=IriTerm(_XSD_DATETIME))
         return None
 
     def client_expr(self, expr: Any, scope: Scope, graph: Graphs, child: Op) -> tuple[Op, Any]:
         """`expr` with what the expression compiler lacks made hidden variables,
         and `child` with the operators that bind them."""
         generated: list[tuple[int, str]] = []
-        exists: list[tuple[Variable, Any]] = []
+        exists: list[tuple[Var, Any]] = []
 
         def change(node: Any) -> Any:
-            if not isinstance(node, CompValue):
+            if not isinstance(node, AlgebraNode):
                 return None
             name = node.name
             if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
                 var = self.hidden_var(scope, "e")
                 exists.append((var, node.graph))
-                return var if name == "Builtin_EXISTS" else CompValue("UnaryNot", expr=var)
+                return var if name == "Builtin_EXISTS" else AlgebraNode("UnaryNot", expr=var)
             if name == "Builtin_NOW":
                 return self._constant_change(node)
             if name in NON_DETERMINISTIC or (name == "Builtin_BNODE" and member(node, "arg") is None):
@@ -549,14 +549,14 @@ class Planner:
         pattern_slots = {scope.slot(v) for v in _all_vars(pattern)}
         if source is not None and self.server(pattern):
             ship = self.ship(sorted(child.maybe & pattern_slots), scope, numbered=True)
-            piece = self.piece(pattern, scope, source, projection=[], extra=(Variable(ship.row_name),), inject=True)
+            piece = self.piece(pattern, scope, source, projection=[], extra=(Var(ship.row_name),), inject=True)
             return ExistsColumn(child, piece, ship, slot)
         slots = sorted(child.maybe & pattern_slots)
         variables = {scope.slot(v): v for v in _all_vars(pattern)}
 
         def substitute(values: tuple[tuple[int, str], ...]) -> Op:
             bound = {variables[s]: to_node(term) for s, term in values}
-            substituted = rewrite(pattern, lambda n: bound.get(n) if isinstance(n, Variable) else None)
+            substituted = rewrite(pattern, lambda n: bound.get(n) if isinstance(n, Var) else None)
             planner = replace(self, slots=Slots(self.slots.taken), hidden=set(self.hidden))
             return planner.plan(substituted, Scope(planner.slots), graph)
 
@@ -572,9 +572,9 @@ class Planner:
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 
 
-def to_node(term: str) -> Node:
+def to_node(term: str) -> RdfTerm:
     """A term as a constant of a pattern (a blank node of the data by the IRI that names it)."""
-    return URIRef(skolem(term)) if term.startswith("_:") else to_rdflib(term)
+    return IriTerm(skolem(term)) if term.startswith("_:") else to_term(term)
 
 
 def _flatten(node: Any) -> list[Any]:
@@ -586,7 +586,7 @@ def _flatten(node: Any) -> list[Any]:
 def _join_all(parts: list[Any]) -> Any:
     node = parts[0]
     for part in parts[1:]:
-        node = CompValue("Join", p1=node, p2=part)
+        node = AlgebraNode("Join", p1=node, p2=part)
     return node
 
 
@@ -597,7 +597,7 @@ def _branches(node: Any) -> list[Any]:
 
 
 def _conjuncts(expr: Any) -> list[Any]:
-    if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
+    if isinstance(expr, AlgebraNode) and expr.name == "ConditionalAndExpression":
         return [c for part in [expr.expr, *(expr.other or ())] for c in _conjuncts(part)]
     return [expr]
 
@@ -621,17 +621,19 @@ def _push(node: Any, expr: Any) -> Any:
             part = node[side]
             if needed <= certain(part):
                 inner = _push(part, expr)
-                return copy_node(node, **{side: inner if inner is not None else CompValue("Filter", expr=expr, p=part)})
+                return copy_node(
+                    node, **{side: inner if inner is not None else AlgebraNode("Filter", expr=expr, p=part)}
+                )
     return None
 
 
-def _expr_variables(expr: Any) -> set[Variable]:
+def _expr_variables(expr: Any) -> set[Var]:
     from quanta.client.plan.algebra import all_variables
 
     return set(all_variables(expr))
 
 
-def _all_vars(node: Any) -> list[Variable]:
+def _all_vars(node: Any) -> list[Var]:
     from quanta.client.plan.algebra import all_variables
 
     return list(dict.fromkeys(all_variables(node)))
@@ -642,7 +644,7 @@ def _has(expr: Any, names: tuple[str, ...]) -> bool:
 
     def look(node: Any) -> Any:
         nonlocal found
-        if isinstance(node, CompValue) and node.name in names:
+        if isinstance(node, AlgebraNode) and node.name in names:
             found = True
             return node
         return None

@@ -17,9 +17,6 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Node, URIRef, Variable
-
 from quanta.client.ops.base import Batch, Op, Row
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
@@ -34,7 +31,8 @@ from quanta.client.transport import QueryError, Transport
 from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
-from quanta.sparql.terms import from_rdflib
+from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
+from quanta.sparql.terms import from_term
 
 if TYPE_CHECKING:
     from quanta.client.smart import DatasetSpec
@@ -132,7 +130,7 @@ def _whole_on_server(
     if member(algebra, "datasetClause") or fragment.select_refusals(algebra.p):
         return None
     head = algebra.PV
-    if not head or not all(isinstance(v, Variable) for v in head):
+    if not head or not all(isinstance(v, Var) for v in head):
         return None
     variables = [str(v) for v in head]
     slots = Slots(variables)
@@ -166,12 +164,12 @@ def columns(slots: list[int]) -> Callable[[Row], Row]:
     return itemgetter(*slots) if slots else (lambda row: ())
 
 
-def _head(algebra: Any, query: Query, planner: Planner) -> list[Variable]:
+def _head(algebra: Any, query: Query, planner: Planner) -> list[Var]:
     """SELECT's variables. For SELECT *, the pattern's in-scope variables in
     the order the text first names them (rdflib would also list variables
     only FILTERs or EXISTS mention)."""
     if not query.star:
-        return [v for v in algebra.PV if isinstance(v, Variable)]
+        return [v for v in algebra.PV if isinstance(v, Var)]
     node = algebra.p
     while node.name in ("Slice", "Distinct", "Reduced", "Project", "OrderBy"):
         node = node.p
@@ -192,22 +190,22 @@ def _construct(algebra: Any, pattern: Any, planner: Planner, scope: Scope, datas
     return QueryPlan("construct", [], op, [0, 1, 2])
 
 
-def _triples(node: Any) -> list[tuple[Node, Node, Node]]:
+def _triples(node: Any) -> list[tuple[RdfTerm, RdfTerm, RdfTerm]]:
     if node.name == "BGP":
         return list(node.triples)
-    if isinstance(node, CompValue) and "p" in node:
+    if isinstance(node, AlgebraNode) and "p" in node:
         return _triples(node.p)
     return []
 
 
 def _describe(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: Dataset) -> QueryPlan:
     """DESCRIBE: the resources named, and the values of the variables named in the solutions."""
-    resources = [from_rdflib(t) for t in algebra.PV if isinstance(t, URIRef)]
-    variables = [v for v in algebra.PV if isinstance(v, Variable)]
+    resources = [from_term(t) for t in algebra.PV if isinstance(t, IriTerm)]
+    variables = [v for v in algebra.PV if isinstance(v, Var)]
     child = planner.plan(pattern, scope, dataset.default) if pattern is not None else planner.one()
     described = _Slots(child, [scope.slot(v) for v in variables])
     s, p, o = (planner.hidden_var(scope, hint) for hint in ("ds", "dp", "do"))
-    bgp = CompValue("BGP", triples=[(s, p, o)])
+    bgp = AlgebraNode("BGP", triples=[(s, p, o)])
     spo = [scope.slot(v) for v in (s, p, o)]
     source = dataset.default.single
     every = planner.plan(bgp, scope, dataset.default)
@@ -246,8 +244,8 @@ async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport) -> tup
         default: list[str] | None = list(spec.default_graph_uri or ())
         named: list[str] | None = list(spec.named_graph_uri or ())
     elif clauses:
-        default = [from_rdflib(c.default) for c in clauses if member(c, "default") is not None]
-        named = [from_rdflib(c.named) for c in clauses if member(c, "named") is not None]
+        default = [from_term(c.default) for c in clauses if member(c, "default") is not None]
+        named = [from_term(c.named) for c in clauses if member(c, "named") is not None]
     else:
         default = named = None
     uses_graphs = named is None and _has_graph(algebra.p)
@@ -268,7 +266,7 @@ async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport) -> tup
 
 
 def _has_graph(node: Any) -> bool:
-    if isinstance(node, CompValue):
+    if isinstance(node, AlgebraNode):
         if node.name == "Graph":
             return True
         return any(_has_graph(v) for k, v in node.items() if not k.startswith("_"))
@@ -279,9 +277,9 @@ def _has_graph(node: Any) -> bool:
 
 def _check_services(node: Any, context: Context) -> None:
     """A SERVICE IRI not on the allowlist is refused before anything runs (unless SILENT)."""
-    if isinstance(node, CompValue):
-        if node.name == "ServiceGraphPattern" and isinstance(node.term, URIRef) and not member(node, "silent"):
-            iri = from_rdflib(node.term)
+    if isinstance(node, AlgebraNode):
+        if node.name == "ServiceGraphPattern" and isinstance(node.term, IriTerm) and not member(node, "silent"):
+            iri = from_term(node.term)
             if iri not in context.services:
                 raise QueryError(ErrorKind.SERVICE_NOT_ALLOWED, f"SERVICE <{iri}> is not on the allowlist")
         for key, value in node.items():

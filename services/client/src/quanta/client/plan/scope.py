@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rdflib.term import Variable
+from quanta.sparql.syntax import Var
 
 
 class Slots:
@@ -30,40 +30,40 @@ class Slots:
         self.taken.add(name)
         return len(self.names) - 1
 
-    def fresh(self, hint: str) -> Variable:
+    def fresh(self, hint: str) -> Var:
         """A variable no part of the query uses."""
         while True:
             self.counter += 1
             name = f"_{hint}{self.counter}"
             if name not in self.taken:
                 self.taken.add(name)
-                return Variable(name)
+                return Var(name)
 
 
 class Scope:
-    """Variable -> slot within one (sub)query. A child scope (a subquery)
+    """Var -> slot within one (sub)query. A child scope (a subquery)
     shares the slots of the variables it projects and gives the others new
     ones, named apart."""
 
-    def __init__(self, slots: Slots, shared: dict[Variable, int] | None = None) -> None:
+    def __init__(self, slots: Slots, shared: dict[Var, int] | None = None) -> None:
         self.slots = slots
-        self.of: dict[Variable, int] = dict(shared or {})
+        self.of: dict[Var, int] = dict(shared or {})
 
-    def slot(self, var: Variable) -> int:
+    def slot(self, var: Var) -> int:
         slot = self.of.get(var)
         if slot is None:
             name = str(var) if str(var) not in self.slots.names else str(self.slots.fresh(str(var)))
             slot = self.of[var] = self.slots.add(name)
         return slot
 
-    def name(self, var: Variable) -> str:
+    def name(self, var: Var) -> str:
         """The variable's name in text sent to the server."""
         return self.slots.names[self.slot(var)]
 
-    def child(self, projected: Iterable[Variable]) -> Scope:
+    def child(self, projected: Iterable[Var]) -> Scope:
         return Scope(self.slots, {v: self.slot(v) for v in projected})
 
-    def fresh(self, hint: str) -> Variable:
+    def fresh(self, hint: str) -> Var:
         var = self.slots.fresh(hint)
         self.slot(var)
         return var

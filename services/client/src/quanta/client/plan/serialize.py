@@ -13,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rdflib.paths import InvPath, Path, SequencePath
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import BNode, Literal, Node, URIRef, Variable
-
 from quanta.sparql.expressions import parameters
-from quanta.sparql.terms import RDF_LANGSTRING, SKOLEM_PREFIX, from_rdflib, iri_ref, nt_term, skolem
+from quanta.sparql.syntax import (
+    AlgebraNode,
+    BlankTerm,
+    IriTerm,
+    LiteralTerm,
+    PathInverse,
+    PathSequence,
+    PropertyPath,
+    RdfTerm,
+    Var,
+)
+from quanta.sparql.terms import RDF_LANGSTRING, SKOLEM_PREFIX, from_term, iri_ref, nt_term, skolem
 
-RDF_NIL = URIRef("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
+RDF_NIL = IriTerm("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
 _OPERATORS = {"ConditionalOrExpression": "||", "ConditionalAndExpression": "&&"}
 _UNARY = {"UnaryNot": "!", "UnaryMinus": "-", "UnaryPlus": "+"}
 
@@ -46,7 +53,7 @@ def values_clause(names: Sequence[str], rows: Sequence[Sequence[str | None]]) ->
 class Writer:
     """Writes pieces with variables named by `name` (the slots' names)."""
 
-    def __init__(self, name: Callable[[Variable], str], inject: str = "", base: str | None = None) -> None:
+    def __init__(self, name: Callable[[Var], str], inject: str = "", base: str | None = None) -> None:
         self.name = name
         self.inject = inject
         self.base = base  # IRI() resolves against it
@@ -56,7 +63,7 @@ class Writer:
     def select(
         self,
         pattern: Any,
-        projection: Sequence[Variable],
+        projection: Sequence[Var],
         *,
         top: str = "",
         having: Any = None,
@@ -114,7 +121,7 @@ class Writer:
         return self.elements(node) if node.name in ("BGP", "Join") else self.group(node)
 
     def values(self, node: Any) -> str:
-        variables: list[Variable] = []
+        variables: list[Var] = []
         for row in node.res:
             variables += [v for v in row if v not in variables]
         rows = [[self.term_or_undef(row.get(v)) for v in variables] for row in node.res]
@@ -125,34 +132,34 @@ class Writer:
     def term_or_undef(self, node: Any) -> str:
         return "UNDEF" if node is None or node == "UNDEF" else self.term(node)
 
-    def triple(self, triple: tuple[Node, Any, Node]) -> str:
+    def triple(self, triple: tuple[RdfTerm, Any, RdfTerm]) -> str:
         s, p, o = triple
         return f"{self.term(s)} {self.path(p)} {self.term(o)} ."
 
     def path(self, path: Any) -> str:
-        if isinstance(path, InvPath):
+        if isinstance(path, PathInverse):
             return f"^({self.path(path.arg)})"
-        if isinstance(path, SequencePath):
+        if isinstance(path, PathSequence):
             return "(" + "/".join(self.path(step) for step in path.args) + ")"
-        if isinstance(path, Path):
+        if isinstance(path, PropertyPath):
             raise ValueError(f"path {path} is not in the server fragment")
         return self.term(path)
 
     def term(self, node: Any) -> str:
-        if isinstance(node, Variable):
+        if isinstance(node, Var):
             return f"?{self.name(node)}"
-        if isinstance(node, BNode):
+        if isinstance(node, BlankTerm):
             raise ValueError("blank nodes of patterns are variables by now")
-        if isinstance(node, URIRef) and node.startswith(SKOLEM_PREFIX):
+        if isinstance(node, IriTerm) and node.startswith(SKOLEM_PREFIX):
             return iri_ref(str(node))  # a blank node of the data, named (not a variable)
-        if isinstance(node, URIRef | Literal):
-            return nt_term(from_rdflib(node))
+        if isinstance(node, IriTerm | LiteralTerm):
+            return nt_term(from_term(node))
         raise ValueError(f"not a term: {node!r}")
 
     # -- expressions --
 
     def expr(self, e: Any) -> str:
-        if not isinstance(e, CompValue):
+        if not isinstance(e, AlgebraNode):
             return self.term(e)
         name = e.name
         if name in _OPERATORS:
@@ -185,6 +192,6 @@ class Writer:
 
 
 def _list(value: Any) -> list[Any]:
-    if value is None or (isinstance(value, URIRef) and value == RDF_NIL):
+    if value is None or (isinstance(value, IriTerm) and value == RDF_NIL):
         return []
     return list(value)

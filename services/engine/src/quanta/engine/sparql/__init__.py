@@ -1,2 +1,2 @@
-"""From rdflib's algebra to a preemptable plan: the compiler and the join planner
+"""From the query's algebra (`quanta.sparql.syntax`) to a preemptable plan: the compiler and the join planner
 (parsing, expressions and the server fragment are `quanta.sparql`'s)."""

@@ -1,4 +1,4 @@
-"""Compile rdflib's SPARQL algebra into a preemptable physical plan.
+"""Compile the query's SPARQL algebra (`quanta.sparql.syntax`) into a preemptable physical plan.
 
 What the server evaluates is decided by `quanta.sparql.fragment`: anything
 else is refused first (UnsupportedQuery naming the operator the smart client
@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdflib.paths import InvPath, Path, SequencePath
-from rdflib.term import BNode, Node, Variable
-
 from quanta.engine.context import Context
 from quanta.engine.operators import Extend, Scan, Slice, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
@@ -25,8 +22,9 @@ from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql import expressions, fragment
 from quanta.sparql.errors import UnsupportedQuery
 from quanta.sparql.parse import ParsedQuery, bounded, read
+from quanta.sparql.syntax import BlankTerm, PathInverse, PathSequence, PropertyPath, RdfTerm, Var
 from quanta.sparql.term_table import TermTable
-from quanta.sparql.terms import from_rdflib
+from quanta.sparql.terms import from_term
 
 
 def compile_query(text: str, store: TripleStore) -> Plan:
@@ -41,7 +39,7 @@ class Compiler:
     parsed: ParsedQuery
     store: TripleStore
     names: list[str] = field(default_factory=list)
-    slots: dict[Node, int] = field(default_factory=dict)
+    slots: dict[RdfTerm, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.base = self.parsed.algebra.prologue.base  # IRI() resolves relative IRIs against it
@@ -50,15 +48,15 @@ class Compiler:
 
     # -- variables and terms --
 
-    def slot(self, var: Node) -> int:
+    def slot(self, var: RdfTerm) -> int:
         slot = self.slots.get(var)
         if slot is None:
             slot = self.slots[var] = len(self.names)
-            self.names.append(str(var) if isinstance(var, Variable) else f"_:{var}")
+            self.names.append(str(var) if isinstance(var, Var) else f"_:{var}")
         return slot
 
-    def term(self, node: Node) -> int:
-        return self.terms.intern(from_rdflib(node))
+    def term(self, node: RdfTerm) -> int:
+        return self.terms.intern(from_term(node))
 
     # -- query forms and modifiers --
 
@@ -70,7 +68,7 @@ class Compiler:
             skip, limit, node = node.start or 0, node.length, node.p
         if node.name == "Reduced":  # REDUCED allows keeping every duplicate
             node = node.p
-        projection: list[Variable] = []
+        projection: list[Var] = []
         if node.name == "Project":
             projection, node = list(node.PV), node.p
         root = self.pattern(node, frozenset()).operator
@@ -125,7 +123,7 @@ class Compiler:
         (placed by the planner as soon as their variables are bound)."""
         parts: list[Any] = []
         filters: list[tuple[pb.Expr, frozenset[int]]] = []
-        triples: list[tuple[Node, Node | Path, Node]] = []
+        triples: list[tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]] = []
         stack = [node]
         while stack:
             n = stack.pop()
@@ -134,7 +132,7 @@ class Compiler:
             elif n.name == "BGP":
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
-                if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare Literal
+                if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
                     expr = expressions.to_proto(n.expr, self.scope(n.p), self.base)
                     filters.append((expr, frozenset(expressions.variables(expr))))
                 stack.append(n.p)
@@ -150,32 +148,34 @@ class Compiler:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
 
-    def expand_path(self, triple: tuple[Node, Node | Path, Node]) -> list[tuple[Node, Node | Path, Node]]:
+    def expand_path(
+        self, triple: tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]
+    ) -> list[tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]]:
         """Sequence (p/q) and inverse (^p) paths are chains of triple
         patterns (the other paths are the client's)."""
         s, path, o = triple
-        if isinstance(path, InvPath):
+        if isinstance(path, PathInverse):
             return self.expand_path((o, path.arg, s))
-        if isinstance(path, SequencePath):
+        if isinstance(path, PathSequence):
             out = []
             for step in path.args[:-1]:
-                link = BNode(f"path{len(self.names)}")
+                link = BlankTerm(f"path{len(self.names)}")
                 self.slot(link)
                 out += self.expand_path((s, step, link))
                 s = link
             return out + self.expand_path((s, path.args[-1], o))
         return [triple]
 
-    def triple(self, triple: tuple[Node, Node | Path, Node]) -> Component | None:
+    def triple(self, triple: tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]) -> Component | None:
         """A scan, or None when a constant is not in the data (no match)."""
         codes = []
         constants = []
         for term in triple:
-            if isinstance(term, Variable | BNode):
+            if isinstance(term, Var | BlankTerm):
                 codes.append(self.slot(term) << 1 | 1)
                 constants.append(0)
             else:
-                assert isinstance(term, Node)  # paths were expanded, or refused by fragment.check
+                assert isinstance(term, RdfTerm)  # paths were expanded, or refused by fragment.check
                 gid = self.term(term)
                 if gid <= 0:
                     return None
@@ -187,7 +187,7 @@ class Compiler:
         return Component(scan, self.store.estimate(s, p, o), variables, variables)
 
     def values(self, node: Any) -> Component:
-        variables: list[Variable] = []
+        variables: list[Var] = []
         for row in node.res:
             variables += [v for v in row if v not in variables]
         slots = [self.slot(v) for v in variables]
@@ -198,7 +198,7 @@ class Compiler:
         return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
 
     def scope(self, node: Any) -> ExpressionScope:
-        return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Variable)))
+        return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Var)))
 
 
 @dataclass(frozen=True)
@@ -206,21 +206,20 @@ class ExpressionScope:
     """Variables an expression sees: those of its group; others are unbound."""
 
     compiler: Compiler
-    visible: frozenset[Variable]
+    visible: frozenset[Var]
 
-    def slot(self, var: Variable) -> int | None:
+    def slot(self, var: Var) -> int | None:
         return self.compiler.slot(var) if var in self.visible else None
 
-    def term(self, node: Node) -> int:
+    def term(self, node: RdfTerm) -> int:
         return self.compiler.term(node)
 
 
-def in_scope(node: Any) -> set[Node]:
-    """Variables a graph pattern may bind (its expressions see only these).
-    rdflib's own `_vars` annotation misses VALUES."""
+def in_scope(node: Any) -> set[RdfTerm]:
+    """Variables a graph pattern may bind (its expressions see only these)."""
     name = node.name
     if name == "BGP":
-        return {t for triple in node.triples for t in triple if isinstance(t, Variable | BNode)}
+        return {t for triple in node.triples for t in triple if isinstance(t, Var | BlankTerm)}
     if name in ("Join", "Union", "LeftJoin", "Minus"):
         return in_scope(node.p1) | (set() if name == "Minus" else in_scope(node.p2))
     if name == "Extend":
@@ -231,7 +230,7 @@ def in_scope(node: Any) -> set[Node]:
         return {var for row in node.res for var in row}
     if "p" in node:
         return in_scope(node.p)
-    return set(node.get("_vars") or ())
+    return set()
 
 
 # Algebra nested this deep (patterns and expressions) or less always fits a saved plan's 100 levels
@@ -243,7 +242,7 @@ def _nesting(node: Any) -> int:
     deepest, stack = 0, [(node, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, dict):  # CompValue
+        if isinstance(value, dict):  # AlgebraNode
             deepest = max(deepest, depth)
             stack.extend((v, depth + 1) for k, v in value.items() if not k.startswith("_"))
         elif isinstance(value, list | tuple):
