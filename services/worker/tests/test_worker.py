@@ -21,6 +21,7 @@ from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql import term_rows
 from quanta.sparql.reader import read_json
 from quanta.sparql.results import rows_text
+from quanta.worker.stalls import STOP_SIGNAL
 
 LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 
@@ -187,14 +188,14 @@ def test_a_task_whose_workers_were_killed_twice_runs_on_a_third(server, start_wo
 
 
 def test_a_stall_and_a_vanished_worker_are_counted_apart(server, start_worker, long_quanta, await_reply) -> None:
-    """One worker killed, one stalled in native code (its recorder counts it before faulthandler
-    ends it): one strike of each, neither cap reached, so the third delivery runs."""
+    """One worker killed, one stalled in native code (its recorder counts it, then ends it): one
+    strike of each, neither cap reached, so the third delivery runs."""
     client = redis.Redis.from_url(server.url)
     task = q.Task(id="k2", dataset="watdiv", query=NATIVE_STALL, reply_to=keys.reply("k2"), enqueued_at=time.time())
     entry = client.xadd(keys.TASKS, {"task": task.SerializeToString()})
     kill_when_it_holds(client, start_worker("--catalog", long_quanta, "--stall-s", "60"), entry, 1)
     stuck = start_worker("--catalog", long_quanta, "--stall-s", "0.5", "--reclaim-idle-ms", "300")
-    assert stuck.wait(timeout=30) == 1, "faulthandler's hand ends it"
+    assert stuck.wait(timeout=30) == -STOP_SIGNAL, "its stall recorder ends it"
     assert client.get(keys.stalls("k2")) == b"1", "its recorder counted the stall first"
     start_worker("--reclaim-idle-ms", "300")
     reply = await_reply(client, task)

@@ -72,9 +72,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"quanta worker: {e}", file=sys.stderr)
         return 2
     stall = settings.stall_limit_s(datasets.values())
-    # Counts a stall against its task when the worker cannot (stuck in C code): a process of its own,
-    # forked now, while this one has a single thread and no Redis connection.
-    recorder = StallRecorder(settings.redis) if stall is not None else None
+    if stall is not None and os.getpid() == 1:
+        # PID 1 (a container's first process) ignores every signal it has no handler for, even
+        # SIGKILL from within its container, so the stall recorder could not end it: the worker
+        # runs as the child of an init of its own (forked now: it shares the imports)
+        child = os.fork()
+        if child:
+            return init(child)
+    # The watchdog's second hand, for a worker stuck in C code: counts the stall against its task and
+    # ends the worker; a process of its own, forked now, while this one has a single thread and no
+    # Redis connection.
+    recorder = StallRecorder(settings.redis, stall) if stall is not None else None
     health = Health(settings.liveness_timeout_s)
     if settings.metrics_port:
         serve_health(health, settings.metrics_host, settings.metrics_port)  # live while the datasets open
@@ -116,10 +124,31 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if recorder is not None:
             recorder.close()
-    if consumer.stalled and not terminated:
+    if consumer.restart and not terminated:
         return restart_in_place(settings.name)
     log.info("worker stopped", extra={"worker": settings.name})
     return 0
+
+
+def init(child: int) -> int:
+    """PID 1's duties while the worker, `child`, runs: pass it the signals that stop a container
+    (SIGTERM, SIGINT, SIGHUP), reap every orphan (the stall recorder of a worker that ended), and
+    exit as the worker did (128 + N when signal N ended it, as a shell says)."""
+
+    def forward(signum: int, _: object) -> None:
+        with contextlib.suppress(ProcessLookupError):  # it just ended: os.wait says so next
+            os.kill(child, signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    while True:
+        try:
+            pid, status = os.wait()  # a signal's handler runs, then it waits again (PEP 475)
+        except ChildProcessError:
+            return 1
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            return code if code >= 0 else 128 - code
 
 
 def restart_in_place(name: str) -> int:
@@ -127,10 +156,11 @@ def restart_in_place(name: str) -> int:
     half-updated: a new interpreter in this process (execv), with the same pid, arguments and
     name. Neither the kubelet nor `quanta up` sees an exit, so a query that stalls workers over
     and over cannot push them into a crash loop's backoff. Returns (1) only if the exec failed."""
-    log.warning("worker restarts in place after a stalled task", extra={"worker": name})
+    log.warning("worker restarts in place (a stalled task, or a lost stall recorder)", extra={"worker": name})
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    os.environ["QUANTA_WORKER_NAME"] = name  # the same name, even when it was made of the pid (as PID 1's child)
     try:
         os.execv(sys.executable, sys.orig_argv)
     except OSError:

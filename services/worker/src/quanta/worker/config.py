@@ -18,7 +18,8 @@ from quanta.common.settings import RedisSettings, SettingsError
 
 MIN_STALL_S = 5.0  # the automatic stall limit's floor: far above any quantum, under the gateway's 30 s wait
 # The watchdog's second hand: this long after the stall limit, a main thread that has not come
-# back to Python (stuck in C code that holds the GIL) is ended by faulthandler's thread.
+# back to Python (stuck in C code that holds the GIL) is ended by the worker's stall recorder
+# (quanta.worker.stalls), which has counted the stall against the task halfway through.
 STALL_GRACE_S = 1.0
 RECLAIM_MARGIN_S = 1.0  # a stuck worker has been ended this long before its task is reclaimed
 BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty

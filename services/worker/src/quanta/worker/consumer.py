@@ -45,7 +45,9 @@ class Consumer:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.block_ms = block_ms
         self.stopping = False
-        self.stalled = False  # a task ran past the stall limit: the worker restarts in place after answering it
+        # a task ran past the stall limit, or the stall recorder is gone: the worker restarts in place
+        # (after answering the task in hand)
+        self.restart = False
         self.health = health or Health(liveness_timeout_s=float("inf"))
         self._beat = 0.0
         self._reclaimed = 0.0
@@ -78,7 +80,7 @@ class Consumer:
                 if "NOGROUP" not in str(e):
                     raise
                 self.ensure_group()  # Redis restarted empty: recreate the stream and group
-        if self.stalled:  # it restarts in place: still this worker, back in a moment (`quanta up` waits)
+        if self.restart:  # it restarts in place: still this worker, back in a moment (`quanta up` waits)
             with contextlib.suppress(redis.RedisError):
                 self.redis.zadd(keys.WORKERS, {self.name: time.time()})
         else:
@@ -96,6 +98,11 @@ class Consumer:
         if now - self._beat >= HEARTBEAT_S:
             self.redis.zadd(keys.WORKERS, {self.name: now})
             self._beat = now
+            recorder = self.runner.recorder
+            if recorder is not None and not self.restart and not recorder.alive():
+                # the watchdog's second hand is gone: a fresh process gets a new one
+                log.error("the stall recorder is gone: the worker restarts in place")
+                self.restart = self.stopping = self.health.stopping = True
 
     def leave(self) -> None:
         with contextlib.suppress(redis.RedisError):
@@ -152,7 +159,7 @@ class Consumer:
             # interrupted may have left caches or pools half-updated)
             message = f"one quantum of this query ran past the workers' stall limit of {e.seconds:g} s"
             reply, page = error(task, ErrorKind.STALLED, message), None
-            self.stalled = self.stopping = self.health.stopping = True
+            self.restart = self.stopping = self.health.stopping = True
         except Exception:  # a bug, not a bad task: answer rather than crash-loop
             log.exception("task %s failed", task.id)
             reply, page = error(task, ErrorKind.INTERNAL, "the worker failed on this task"), None

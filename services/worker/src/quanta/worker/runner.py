@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import logging
 import math
 import signal
@@ -31,7 +30,6 @@ from quanta.sparql.errors import (
     UnknownGraph,
     UnsupportedQuery,
 )
-from quanta.worker.config import STALL_GRACE_S
 from quanta.worker.stalls import StallRecorder
 
 log = logging.getLogger("quanta.worker")
@@ -59,7 +57,7 @@ class Runner:
         self.redis = client
         self.name = name
         self.stall_s = stall_s  # the watchdog's limit on one task's engine work (None: none)
-        self.recorder = recorder  # counts a stall against the task before faulthandler ends the worker
+        self.recorder = recorder  # the watchdog's second hand: counts a stall against the task, ends the worker
 
     def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
         started = time.time()
@@ -169,31 +167,36 @@ def watchdog(seconds: float | None, task_id: str = "", recorder: StallRecorder |
       expression; `re` looks at signals too): it logs the task and the stack, and raises
       WorkerStalled out of the block (the worker answers the task, then exits: what the exception
       interrupted may have left the process's caches or pools half-updated).
-    - faulthandler's watchdog, a C thread that needs no GIL, for a main thread stuck in C code that
-      holds the GIL and never looks at signals (native code, some builtins), where neither that
-      handler nor SIGTERM's nor another thread can run: STALL_GRACE_S later, it prints every
-      thread's stack on stderr and ends the process with status 1. The task stays pending, another
-      worker reclaims it, and the task's count of stalls sets aside a task that does it again.
-      (It reads the frames without the GIL: safe while they are frozen, as here; alone, it raced a
-      main thread running Python and once crashed the process with SIGSEGV.) That count is the
-      `recorder`'s (quanta.worker.stalls), a process of its own: this one can run nothing then."""
+    - the `recorder` (quanta.worker.stalls), a process of its own that needs nothing of this one,
+      for a main thread stuck in C code that holds the GIL and never looks at signals (native
+      code, some builtins), where neither that handler nor SIGTERM's nor another thread can run:
+      STALL_GRACE_S / 2 after the limit it counts the stall against the task in Redis, and
+      STALL_GRACE_S after it sends the worker a signal whose faulthandler handler (C, no GIL)
+      prints every thread's stack on stderr, then ends the process. The task stays pending,
+      another worker reclaims it, and the task's count of stalls sets aside a task that does it
+      again. Without a recorder, only the first hand watches.
+
+    Entering and leaving cost no thread and no system call but the timer's: the block is armed
+    for the recorder by a few stores in memory it shares, which it looks at only when a block could
+    have stalled. (Before, faulthandler's own watchdog was the second hand: CPython starts its
+    thread anew at each arm and wakes and joins it at each cancel, about a quarter of a small
+    query's worker time; with a pipe line to the recorder at each end, a third.)"""
     if seconds is None:
         yield
         return
-    if signal.getsignal(signal.SIGALRM) is not _stalled:
+    if not _watched.installed:
         signal.signal(signal.SIGALRM, _stalled)
+        _watched.installed = True
     _watched.task, _watched.seconds, _watched.armed = task_id, seconds, True
-    if recorder is not None and task_id:
+    if recorder is not None:
         recorder.arm(task_id, seconds)
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    faulthandler.dump_traceback_later(seconds + STALL_GRACE_S, exit=True)
     try:
         yield
     finally:
         _watched.armed = False  # first: a SIGALRM already on its way is ignored
         signal.setitimer(signal.ITIMER_REAL, 0)
-        faulthandler.cancel_dump_traceback_later()
-        if recorder is not None and task_id:
+        if recorder is not None:
             recorder.disarm()
 
 
@@ -203,6 +206,7 @@ class _Watched:
     task = ""
     seconds = 0.0
     armed = False
+    installed = False  # SIGALRM's handler is _stalled (signal.getsignal is slow: it makes an enum)
 
 
 _watched = _Watched()
