@@ -1,9 +1,10 @@
 //! FILTER conditions evaluated natively on rows of ids, with the semantics of
 //! `quanta.sparql.expr_values` and `expr_compile` (SPARQL 1.1 section 17):
 //! logic with errors as values, `=` `!=` `<` `<=` `>` `>=`, IN, arithmetic,
-//! the type tests, STR, LANG, DATATYPE, sameTerm, langMatches, IF,
-//! COALESCE, STRLEN, STRSTARTS, STRENDS, CONTAINS and REGEX with a constant
-//! pattern, over simple and tagged strings, booleans, xsd:integer (and its
+//! ABS, ROUND, CEIL, FLOOR, the type tests, STR, LANG, DATATYPE, sameTerm,
+//! langMatches, IF, COALESCE, STRLEN, SUBSTR, UCASE and LCASE (of ASCII
+//! text), STRSTARTS, STRENDS, CONTAINS, STRBEFORE, STRAFTER, CONCAT and REGEX
+//! with a constant pattern, over simple and tagged strings, booleans, xsd:integer (and its
 //! derived types), xsd:decimal (compared exactly, by their digits), xsd:float,
 //! xsd:double, xsd:dateTime and xsd:date (`crate::temporal`).
 //!
@@ -296,8 +297,8 @@ pub enum Val {
     Int(i64),
     Float(f64),
     Double(f64),
-    /// a computed simple literal (LANG)
-    Text(Arc<str>),
+    /// a computed string: its text, and its language tag if any
+    Text(Arc<str>, Option<Arc<str>>),
     /// a computed IRI (DATATYPE)
     Iri(Arc<str>),
 }
@@ -351,7 +352,13 @@ impl Val {
                 Term::Iri { text, .. } => text,
                 Term::Blank { label, .. } => label, // never made: STR of a blank node is an error
             }),
-            Val::Text(s) => simple(s),
+            Val::Text(s, None) => simple(s),
+            Val::Text(s, Some(tag)) => Lit {
+                lex: Some(s),
+                lang: Some(tag),
+                dt: RDF_LANGSTRING,
+                kind: Kind::Lang,
+            },
             Val::Bool(b) => Lit {
                 lex: Some(if *b { "true" } else { "false" }),
                 lang: None,
@@ -625,47 +632,30 @@ pub enum Func {
     If = 34,
     Coalesce = 35,
     Strlen = 40,
+    Substr = 41,
+    Ucase = 42,
+    Lcase = 43,
     Strstarts = 44,
     Strends = 45,
     Contains = 46,
+    Strbefore = 47,
+    Strafter = 48,
+    Concat = 50,
+    Abs = 60,
+    Round = 61,
+    Ceil = 62,
+    Floor = 63,
 }
 
 impl Func {
     pub fn from_number(n: u32) -> Option<Func> {
         use Func::*;
-        const ALL: [Func; 32] = [
-            Or,
-            And,
-            Not,
-            Eq,
-            Ne,
-            Lt,
-            Le,
-            Gt,
-            Ge,
-            In,
-            NotIn,
-            Add,
-            Sub,
-            Mul,
-            Div,
-            Neg,
-            Pos,
-            IsIri,
-            IsBlank,
-            IsLiteral,
-            IsNumeric,
-            Str,
-            Lang,
-            Datatype,
-            SameTerm,
-            LangMatches,
-            If,
-            Coalesce,
-            Strlen,
-            Strstarts,
-            Strends,
-            Contains,
+        #[rustfmt::skip]
+        const ALL: [Func; 42] = [
+            Or, And, Not, Eq, Ne, Lt, Le, Gt, Ge, In, NotIn, Add, Sub, Mul, Div, Neg, Pos, IsIri,
+            IsBlank, IsLiteral, IsNumeric, Str, Lang, Datatype, SameTerm, LangMatches, If,
+            Coalesce, Strlen, Substr, Ucase, Lcase, Strstarts, Strends, Contains, Strbefore,
+            Strafter, Concat, Abs, Round, Ceil, Floor,
         ];
         ALL.into_iter().find(|f| *f as u32 == n)
     }
@@ -675,7 +665,27 @@ impl Func {
         use Func::*;
         !matches!(
             self,
-            Add | Sub | Mul | Div | Neg | Pos | Str | Lang | Datatype | Strlen | If | Coalesce
+            Add | Sub
+                | Mul
+                | Div
+                | Neg
+                | Pos
+                | Str
+                | Lang
+                | Datatype
+                | Strlen
+                | If
+                | Coalesce
+                | Substr
+                | Ucase
+                | Lcase
+                | Strbefore
+                | Strafter
+                | Concat
+                | Abs
+                | Round
+                | Ceil
+                | Floor
         )
     }
 
@@ -683,10 +693,11 @@ impl Func {
     fn arity(self) -> (usize, usize) {
         use Func::*;
         match self {
-            Or | And | Coalesce => (0, usize::MAX),
+            Or | And | Coalesce | Concat => (0, usize::MAX),
             In | NotIn => (1, usize::MAX),
             Not | Neg | Pos | IsIri | IsBlank | IsLiteral | IsNumeric | Str | Lang | Datatype
-            | Strlen => (1, 1),
+            | Strlen | Ucase | Lcase | Abs | Round | Ceil | Floor => (1, 1),
+            Substr => (2, 3),
             If => (3, 3),
             _ => (2, 2),
         }
@@ -989,6 +1000,16 @@ impl Eval<'_> {
         }
     }
 
+    /// An xsd:integer argument (SUBSTR's positions), within 64 bits.
+    fn integer(&mut self, e: &Expr) -> Out<i64> {
+        let v = self.value(e)?;
+        match v.literal().map(|l| l.kind) {
+            Some(Kind::Int(i)) => Ok(i),
+            Some(Kind::BigInt(_)) => Err(Fail::Unknown),
+            _ => Err(Fail::Error),
+        }
+    }
+
     fn pair(&mut self, args: &[Expr]) -> Out<(Val, Val)> {
         let x = self.value(&args[0])?;
         Ok((x, self.value(&args[1])?))
@@ -1036,16 +1057,17 @@ impl Eval<'_> {
                         Term::Literal(l) if l.kind == Kind::Str => Ok(v.clone()),
                         _ => Ok(Val::Str(t.clone())),
                     },
-                    Val::Str(_) | Val::Text(_) => Ok(v),
-                    Val::Bool(b) => Ok(Val::Text(if *b { "true" } else { "false" }.into())),
-                    Val::Iri(text) => Ok(Val::Text(text.clone())),
+                    Val::Str(_) | Val::Text(_, None) => Ok(v),
+                    Val::Text(text, Some(_)) => Ok(Val::Text(text.clone(), None)),
+                    Val::Bool(b) => Ok(text(if *b { "true" } else { "false" })),
+                    Val::Iri(iri) => Ok(Val::Text(iri.clone(), None)),
                     _ => Err(Fail::Unknown), // a computed number's canonical form
                 }
             }
             Lang => {
                 let v = self.value(&args[0])?;
                 let l = v.literal().ok_or(Fail::Error)?;
-                Ok(Val::Text(l.lang.unwrap_or("").into()))
+                Ok(text(l.lang.unwrap_or("")))
             }
             Datatype => {
                 let v = self.value(&args[0])?;
@@ -1056,6 +1078,100 @@ impl Eval<'_> {
                 let v = self.value(&args[0])?;
                 let l = v.literal().ok_or(Fail::Error)?.text()?;
                 Ok(Val::Int(l.lex()?.chars().count() as i64))
+            }
+            Ucase | Lcase => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let lex = l.lex()?;
+                if !lex.is_ascii() {
+                    return Err(Fail::Unknown); // Unicode's case mappings: the reference's
+                }
+                let cased = if f == Ucase {
+                    lex.to_ascii_uppercase()
+                } else {
+                    lex.to_ascii_lowercase()
+                };
+                Ok(like(&cased, &l))
+            }
+            Substr => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let first = self.integer(&args[1])?;
+                let length = match args.get(2) {
+                    Some(a) => Some(self.integer(a)?),
+                    None => None,
+                };
+                let chars: Vec<char> = l.lex()?.chars().collect();
+                let n = chars.len() as i64;
+                let begin = (first - 1).clamp(0, n);
+                let end = length.map_or(n, |len| (first - 1).saturating_add(len).clamp(0, n));
+                let part: String = if end > begin {
+                    chars[begin as usize..end as usize].iter().collect()
+                } else {
+                    String::new()
+                };
+                Ok(like(&part, &l))
+            }
+            Strbefore | Strafter => {
+                let (x, y) = self.pair(args)?;
+                let (a, b) = compatible(&x, &y)?;
+                let source = x.literal().ok_or(Fail::Error)?;
+                Ok(match a.find(b) {
+                    None => text(""),
+                    Some(i) if f == Strbefore => like(&a[..i], &source),
+                    Some(i) => like(&a[i + b.len()..], &source),
+                })
+            }
+            Concat => {
+                let values = args
+                    .iter()
+                    .map(|a| self.value(a))
+                    .collect::<Out<Vec<Val>>>()?;
+                let mut joined = String::new();
+                let mut tags = Vec::new();
+                for v in &values {
+                    let l = v.literal().ok_or(Fail::Error)?.text()?;
+                    joined.push_str(l.lex()?);
+                    if joined.len() > CONCAT_BYTES {
+                        return Err(Fail::Unknown); // the reference's limit, and its error
+                    }
+                    tags.push(l.lang);
+                }
+                let first = tags.first().copied().flatten();
+                let same = match first {
+                    Some(tag) => tags
+                        .iter()
+                        .all(|t| t.is_some_and(|t| t.eq_ignore_ascii_case(tag))),
+                    None => false,
+                };
+                if first.is_some_and(|t| !t.is_ascii()) {
+                    return Err(Fail::Unknown);
+                }
+                Ok(Val::Text(
+                    joined.into(),
+                    if same { first.map(Arc::from) } else { None },
+                ))
+            }
+            Abs | Round | Ceil | Floor => {
+                let v = self.value(&args[0])?;
+                let l = v
+                    .literal()
+                    .filter(|l| l.kind.numeric())
+                    .ok_or(Fail::Error)?;
+                let rounded = |x: f64| match f {
+                    Abs => x.abs(),
+                    Round if x.is_finite() => (x + 0.5).floor().copysign(x),
+                    Ceil if x.is_finite() => x.ceil().copysign(x),
+                    Floor if x.is_finite() => x.floor().copysign(x),
+                    _ => x,
+                };
+                match l.kind {
+                    Kind::Int(i) if f == Abs => i.checked_abs().map(Val::Int).ok_or(Fail::Unknown),
+                    Kind::Int(i) => Ok(Val::Int(i)),
+                    Kind::Float(x) => Ok(Val::Float(rounded(x) as f32 as f64)),
+                    Kind::Double(x) => Ok(Val::Double(rounded(x))),
+                    _ => Err(Fail::Unknown), // decimal and big integer results
+                }
             }
             If => {
                 if self.truth(&args[0])? {
@@ -1077,6 +1193,20 @@ impl Eval<'_> {
         }
     }
 }
+
+/// A computed simple literal.
+fn text(s: &str) -> Val {
+    Val::Text(s.into(), None)
+}
+
+/// A computed string with `source`'s language tag (string functions keep it).
+fn like(s: &str, source: &Lit) -> Val {
+    Val::Text(s.into(), source.lang.map(Arc::from))
+}
+
+/// The longest string CONCAT builds natively (bytes); past it the reference
+/// builds it, and applies its own limit.
+const CONCAT_BYTES: usize = 1 << 16;
 
 /// Arithmetic on numerics (`expr_values.arithmetic`); decimal results (any
 /// division of integers) are the reference's.
