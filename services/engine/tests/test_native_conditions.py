@@ -108,6 +108,9 @@ EXPRESSIONS = [
     'STRBEFORE(?a, "b") = STRAFTER(?b, "a") || STRAFTER(?a, ?b) = ""',
     'CONCAT(?a, ?b) = "abcabc" || STRLEN(CONCAT(?a, "x", ?b)) > 3',
     "ABS(?a) > ROUND(?b) || CEIL(?a) = FLOOR(?b)",
+    "YEAR(?a) = 2020 || MONTH(?a) < DAY(?b) || HOURS(?a) > MINUTES(?b)",
+    'TZ(?a) = "Z" || TZ(?b) = "" || DAY(?a) = 1',
+    'ENCODE_FOR_URI(?a) != ?a || STRLANG(?a, "en") = ?b || STRDT(?a, <http://www.w3.org/2001/XMLSchema#integer>) = ?b',
 ]
 
 
@@ -235,6 +238,7 @@ BINDS = [
     "1/0",  # an error: unbound
     'CONCAT(?a, "!")',
     "ROUND(?a)",
+    "YEAR(?a)",
 ]
 
 

@@ -3,8 +3,9 @@
 //! logic with errors as values, `=` `!=` `<` `<=` `>` `>=`, IN, arithmetic,
 //! ABS, ROUND, CEIL, FLOOR, the type tests, STR, LANG, DATATYPE, sameTerm,
 //! langMatches, IF, COALESCE, STRLEN, SUBSTR, UCASE and LCASE (of ASCII
-//! text), STRSTARTS, STRENDS, CONTAINS, STRBEFORE, STRAFTER, CONCAT and REGEX
-//! with a constant pattern, over simple and tagged strings, booleans, xsd:integer (and its
+//! text), STRSTARTS, STRENDS, CONTAINS, STRBEFORE, STRAFTER, CONCAT,
+//! ENCODE_FOR_URI, STRLANG, STRDT, YEAR, MONTH, DAY, HOURS, MINUTES, TZ and
+//! REGEX with a constant pattern, over simple and tagged strings, booleans, xsd:integer (and its
 //! derived types), xsd:decimal (compared exactly, by their digits), xsd:float,
 //! xsd:double, xsd:dateTime and xsd:date (`crate::temporal`).
 //!
@@ -299,6 +300,8 @@ pub enum Val {
     Double(f64),
     /// a computed string: its text, and its language tag if any
     Text(Arc<str>, Option<Arc<str>>),
+    /// a computed typed literal (STRDT): lexical form, datatype, value
+    Typed(Arc<str>, Arc<str>, Kind),
     /// a computed IRI (DATATYPE)
     Iri(Arc<str>),
 }
@@ -353,6 +356,12 @@ impl Val {
                 Term::Blank { label, .. } => label, // never made: STR of a blank node is an error
             }),
             Val::Text(s, None) => simple(s),
+            Val::Typed(lex, dt, kind) => Lit {
+                lex: Some(lex),
+                lang: None,
+                dt,
+                kind: *kind,
+            },
             Val::Text(s, Some(tag)) => Lit {
                 lex: Some(s),
                 lang: Some(tag),
@@ -645,17 +654,27 @@ pub enum Func {
     Round = 61,
     Ceil = 62,
     Floor = 63,
+    Year = 70,
+    Month = 71,
+    Day = 72,
+    Hours = 73,
+    Minutes = 74,
+    Tz = 77,
+    EncodeForUri = 49,
+    Strdt = 30,
+    Strlang = 31,
 }
 
 impl Func {
     pub fn from_number(n: u32) -> Option<Func> {
         use Func::*;
         #[rustfmt::skip]
-        const ALL: [Func; 42] = [
+        const ALL: [Func; 51] = [
             Or, And, Not, Eq, Ne, Lt, Le, Gt, Ge, In, NotIn, Add, Sub, Mul, Div, Neg, Pos, IsIri,
             IsBlank, IsLiteral, IsNumeric, Str, Lang, Datatype, SameTerm, LangMatches, If,
             Coalesce, Strlen, Substr, Ucase, Lcase, Strstarts, Strends, Contains, Strbefore,
-            Strafter, Concat, Abs, Round, Ceil, Floor,
+            Strafter, Concat, Abs, Round, Ceil, Floor, Year, Month, Day, Hours, Minutes, Tz,
+            EncodeForUri, Strdt, Strlang,
         ];
         ALL.into_iter().find(|f| *f as u32 == n)
     }
@@ -686,6 +705,15 @@ impl Func {
                 | Round
                 | Ceil
                 | Floor
+                | Year
+                | Month
+                | Day
+                | Hours
+                | Minutes
+                | Tz
+                | EncodeForUri
+                | Strdt
+                | Strlang
         )
     }
 
@@ -696,7 +724,8 @@ impl Func {
             Or | And | Coalesce | Concat => (0, usize::MAX),
             In | NotIn => (1, usize::MAX),
             Not | Neg | Pos | IsIri | IsBlank | IsLiteral | IsNumeric | Str | Lang | Datatype
-            | Strlen | Ucase | Lcase | Abs | Round | Ceil | Floor => (1, 1),
+            | Strlen | Ucase | Lcase | Abs | Round | Ceil | Floor | Year | Month | Day | Hours
+            | Minutes | Tz | EncodeForUri => (1, 1),
             Substr => (2, 3),
             If => (3, 3),
             _ => (2, 2),
@@ -1061,6 +1090,7 @@ impl Eval<'_> {
                     Val::Text(text, Some(_)) => Ok(Val::Text(text.clone(), None)),
                     Val::Bool(b) => Ok(text(if *b { "true" } else { "false" })),
                     Val::Iri(iri) => Ok(Val::Text(iri.clone(), None)),
+                    Val::Typed(lex, _, _) => Ok(Val::Text(lex.clone(), None)),
                     _ => Err(Fail::Unknown), // a computed number's canonical form
                 }
             }
@@ -1173,6 +1203,69 @@ impl Eval<'_> {
                     _ => Err(Fail::Unknown), // decimal and big integer results
                 }
             }
+            Year | Month | Day | Hours | Minutes | Tz => {
+                let v = self.value(&args[0])?;
+                let instant = match v.literal().map(|l| l.kind) {
+                    Some(Kind::DateTime(i)) => i,
+                    Some(Kind::Date(i)) if matches!(f, Year | Month | Day | Tz) => i,
+                    Some(Kind::Temporal) => return Err(Fail::Unknown),
+                    _ => return Err(Fail::Error),
+                };
+                if f == Tz {
+                    return Ok(text(&instant.tz()));
+                }
+                let t = instant.fields();
+                Ok(Val::Int(match f {
+                    Year => t.year,
+                    Month => t.month,
+                    Day => t.day,
+                    Hours => t.hour,
+                    _ => t.minute,
+                }))
+            }
+            EncodeForUri => {
+                let v = self.value(&args[0])?;
+                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let mut out = String::new();
+                for b in l.lex()?.bytes() {
+                    if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) {
+                        out.push(b as char);
+                    } else {
+                        out.push_str(&format!("%{b:02X}"));
+                    }
+                }
+                if out.len() > CONCAT_BYTES {
+                    return Err(Fail::Unknown); // the reference's limit, and its error
+                }
+                Ok(text(&out))
+            }
+            Strlang | Strdt => {
+                let (x, y) = self.pair(args)?;
+                let lex = x
+                    .literal()
+                    .filter(|l| l.kind == Kind::Str)
+                    .ok_or(Fail::Error)?
+                    .lex()?;
+                if f == Strlang {
+                    let tag = y
+                        .literal()
+                        .filter(|l| l.kind == Kind::Str)
+                        .ok_or(Fail::Error)?
+                        .lex()?;
+                    if !language_tag(tag) {
+                        return Err(Fail::Error);
+                    }
+                    return Ok(Val::Text(lex.into(), Some(tag.into())));
+                }
+                let (_, dt) = y.iri().ok_or(Fail::Error)?;
+                if dt == RDF_LANGSTRING {
+                    return Err(Fail::Error);
+                }
+                if dt == XSD_STRING {
+                    return Ok(text(lex));
+                }
+                Ok(Val::Typed(lex.into(), dt.into(), decode(lex, dt)))
+            }
             If => {
                 if self.truth(&args[0])? {
                     self.value(&args[1])
@@ -1192,6 +1285,23 @@ impl Eval<'_> {
             _ => self.truth_of_call(f, args).map(Val::Bool),
         }
     }
+}
+
+/// `[a-zA-Z]{1,8}(-[a-zA-Z0-9]{1,8})*` (STRLANG's check).
+fn language_tag(tag: &str) -> bool {
+    let mut parts = tag.split('-');
+    let first = parts.next().unwrap_or("");
+    let ok = |p: &str, alpha: bool| {
+        (1..=8).contains(&p.len())
+            && p.bytes().all(|b| {
+                if alpha {
+                    b.is_ascii_alphabetic()
+                } else {
+                    b.is_ascii_alphanumeric()
+                }
+            })
+    };
+    ok(first, true) && parts.all(|p| ok(p, false))
 }
 
 /// A computed simple literal.

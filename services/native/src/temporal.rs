@@ -8,11 +8,52 @@
 
 use std::cmp::Ordering;
 
-/// A value's place on the time line, in nanoseconds, and whether it has a timezone.
+/// A value's place on the time line, in nanoseconds, and its timezone's
+/// offset in minutes, if it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Instant {
     nanos: i128,
-    zoned: bool,
+    offset: Option<i64>,
+}
+
+/// A value's fields as written (24:00:00 read as the next day's 00:00:00).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fields {
+    pub year: i64,
+    pub month: i64,
+    pub day: i64,
+    pub hour: i64,
+    pub minute: i64,
+}
+
+impl Instant {
+    pub fn fields(self) -> Fields {
+        let nanos_per_second = 1_000_000_000i128;
+        let local = self.nanos.div_euclid(nanos_per_second) as i64 + self.offset.unwrap_or(0) * 60;
+        let (days, seconds) = (local.div_euclid(86_400), local.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        Fields {
+            year,
+            month,
+            day,
+            hour: seconds / 3_600,
+            minute: seconds % 3_600 / 60,
+        }
+    }
+
+    /// TZ(): `Z`, `+hh:mm` or `-hh:mm`, or empty without a timezone.
+    pub fn tz(self) -> String {
+        match self.offset {
+            None => String::new(),
+            Some(0) => "Z".into(),
+            Some(m) => format!(
+                "{}{:02}:{:02}",
+                if m < 0 { '-' } else { '+' },
+                m.abs() / 60,
+                m.abs() % 60
+            ),
+        }
+    }
 }
 
 /// An xsd:dateTime (`with_time`) or xsd:date lexical form, or None.
@@ -77,7 +118,7 @@ pub fn parse(lex: &str, with_time: bool) -> Option<Instant> {
     let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset.unwrap_or(0) * 60;
     Some(Instant {
         nanos: seconds as i128 * 1_000_000_000 + nanos as i128,
-        zoned: offset.is_some(),
+        offset,
     })
 }
 
@@ -115,20 +156,34 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Year, month and day of a day count since 1970-01-01 (`days_from_civil`'s inverse).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 /// XSD's partial order (3.2.7.4): a value without a timezone may lie anywhere
 /// within 14 hours either way; None when that decides nothing.
 pub fn order(a: Instant, b: Instant) -> Option<Ordering> {
     let (x, y) = (a.nanos, b.nanos);
-    if a.zoned == b.zoned {
+    let (a_zoned, b_zoned) = (a.offset.is_some(), b.offset.is_some());
+    if a_zoned == b_zoned {
         return Some(x.cmp(&y));
     }
     let window = 14 * 3_600 * 1_000_000_000i128;
-    let (low, high) = if a.zoned {
+    let (low, high) = if a_zoned {
         (x, x)
     } else {
         (x - window, x + window)
     };
-    let (other_low, other_high) = if b.zoned {
+    let (other_low, other_high) = if b_zoned {
         (y, y)
     } else {
         (y - window, y + window)
@@ -152,16 +207,35 @@ mod tests {
 
     #[test]
     fn reads_the_lexical_space() {
-        assert_eq!(at("2020-01-01T00:00:00Z"), at("2019-12-31T23:00:00-01:00"));
-        assert_eq!(at("2020-01-01T24:00:00"), at("2020-01-02T00:00:00"));
+        let same = |a: &str, b: &str| order(at(a), at(b)) == Some(Ordering::Equal);
+        assert!(same("2020-01-01T00:00:00Z", "2019-12-31T23:00:00-01:00"));
+        assert!(same("2020-01-01T24:00:00", "2020-01-02T00:00:00"));
         assert_eq!(at("1970-01-01T00:00:00.5Z").nanos, 500_000_000);
         assert_eq!(parse("2020-02-30T00:00:00", true), None);
         assert_eq!(parse("2020-01-01T24:00:01", true), None);
         assert_eq!(parse("2020-01-01T00:00:00+14:30", true), None);
         assert_eq!(parse("02020-01-01T00:00:00", true), None);
-        assert_eq!(parse("2020-01-01", false).map(|i| i.zoned), Some(false));
+        assert_eq!(parse("2020-01-01", false).map(|i| i.offset), Some(None));
         assert_eq!(parse("2020-01-01T00:00:00", false), None);
         assert!(parse("-0044-03-15T12:00:00Z", true).is_some());
+    }
+
+    #[test]
+    fn gives_the_fields_as_written() {
+        let f = at("2019-12-31T23:30:00-01:00").fields();
+        assert_eq!(
+            (f.year, f.month, f.day, f.hour, f.minute),
+            (2019, 12, 31, 23, 30)
+        );
+        let f = at("2020-02-28T24:00:00Z").fields();
+        assert_eq!((f.year, f.month, f.day, f.hour), (2020, 2, 29, 0));
+        let f = at("-0044-03-15T12:05:00").fields();
+        assert_eq!(
+            (f.year, f.month, f.day, f.hour, f.minute),
+            (-44, 3, 15, 12, 5)
+        );
+        assert_eq!(at("2020-01-01T00:00:00-05:30").tz(), "-05:30");
+        assert_eq!(at("2020-01-01T00:00:00").tz(), "");
     }
 
     #[test]
