@@ -204,7 +204,6 @@ impl ScansRt {
     }
 
     fn load(&mut self, values: &[i64]) -> Result<(), String> {
-        let count = |v: i64| u64::try_from(v).map_err(|_| format!("negative count {v}"));
         let offsets = if self.union {
             let active = count(values[0])? as usize;
             if active > self.branches.len() {
@@ -242,7 +241,12 @@ impl ScansRt {
     }
 }
 
-/// What a chain starts from: a scan, or inline rows (VALUES).
+/// A count or position of a native state, which is never negative.
+fn count(v: i64) -> Result<u64, String> {
+    u64::try_from(v).map_err(|_| format!("negative count {v}"))
+}
+
+/// What a chain starts from: a scan, a UNION of scans, or inline rows (VALUES).
 pub enum BaseSpec {
     Scan(Pattern),
     /// a UNION of scans
@@ -317,8 +321,7 @@ impl Base {
         match self {
             Base::Scans(scans) => scans.load(state),
             Base::Values(values) => {
-                let position =
-                    u64::try_from(state[0]).map_err(|_| "negative position".to_string())?;
+                let position = count(state[0])?;
                 if position > values.len() {
                     return Err(format!("saved position {position} past the rows"));
                 }
@@ -672,9 +675,6 @@ impl Chain {
                 state.len()
             ));
         }
-        let count = |v: i64| -> Result<u64, String> {
-            u64::try_from(v).map_err(|_| format!("negative count {v}"))
-        };
         let mut i = self.base.len();
         self.base.load(&state[..i])?;
         for join in &mut self.joins {

@@ -319,14 +319,6 @@ impl<'a> Lit<'a> {
     fn lex(&self) -> Out<&'a str> {
         self.lex.ok_or(Fail::Unknown)
     }
-
-    /// A simple literal, xsd:string or language-tagged (`text_arg`).
-    fn text(self) -> Out<Self> {
-        match self.kind {
-            Kind::Str | Kind::Lang => Ok(self),
-            _ => Err(Fail::Error),
-        }
-    }
 }
 
 fn simple(lex: &str) -> Lit<'_> {
@@ -379,6 +371,27 @@ impl Val {
             Val::Double(x) => number(XSD_DOUBLE, Kind::Double(*x)),
             Val::Iri(_) => return None,
         })
+    }
+
+    /// A string argument: simple, xsd:string or language-tagged (`text_arg`).
+    fn text_arg(&self) -> Out<Lit<'_>> {
+        self.literal()
+            .filter(|l| matches!(l.kind, Kind::Str | Kind::Lang))
+            .ok_or(Fail::Error)
+    }
+
+    /// A simple literal or xsd:string (`simple_arg`).
+    fn simple_arg(&self) -> Out<Lit<'_>> {
+        self.literal()
+            .filter(|l| l.kind == Kind::Str)
+            .ok_or(Fail::Error)
+    }
+
+    /// A numeric argument (`numeric_arg`).
+    fn numeric_arg(&self) -> Out<Lit<'_>> {
+        self.literal()
+            .filter(|l| l.kind.numeric())
+            .ok_or(Fail::Error)
     }
 
     fn iri(&self) -> Option<(i64, &str)> {
@@ -599,8 +612,8 @@ fn compare(a: &Val, b: &Val) -> Out<Option<std::cmp::Ordering>> {
 
 /// Argument compatibility (17.4.3.1.1): the second's tag, if any, is the first's.
 fn compatible<'a>(a: &'a Val, b: &'a Val) -> Out<(&'a str, &'a str)> {
-    let x = a.literal().ok_or(Fail::Error)?.text()?;
-    let y = b.literal().ok_or(Fail::Error)?.text()?;
+    let x = a.text_arg()?;
+    let y = b.text_arg()?;
     if let Some(tag) = y.lang {
         if !lang_eq(x.lang.ok_or(Fail::Error)?, tag)? {
             return Err(Fail::Error);
@@ -897,7 +910,7 @@ impl Eval<'_> {
             Expr::Bound(slot) => Ok(self.row[*slot] != 0),
             Expr::Regex(text, re) => {
                 let v = self.value(text)?;
-                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let l = v.text_arg()?;
                 re.is_match(l.lex()?).map_err(|_| Fail::Unknown) // past its budget: the reference fails the query
             }
             Expr::Memo { slot, test, table } => {
@@ -994,14 +1007,8 @@ impl Eval<'_> {
             }
             LangMatches => {
                 let (x, y) = self.pair(args)?;
-                let tag = x
-                    .literal()
-                    .filter(|l| l.kind == Kind::Str)
-                    .ok_or(Fail::Error)?;
-                let range = y
-                    .literal()
-                    .filter(|l| l.kind == Kind::Str)
-                    .ok_or(Fail::Error)?;
+                let tag = x.simple_arg()?;
+                let range = y.simple_arg()?;
                 let (tag, range) = (tag.lex()?, range.lex()?);
                 if !tag.is_ascii() || !range.is_ascii() {
                     return Err(Fail::Unknown);
@@ -1063,21 +1070,6 @@ impl Eval<'_> {
                 let (x, y) = self.pair(args)?;
                 arithmetic(f, &x, &y)
             }
-            Neg | Pos => {
-                let x = self.value(&args[0])?;
-                let l = x
-                    .literal()
-                    .filter(|l| l.kind.numeric())
-                    .ok_or(Fail::Error)?;
-                let sign = if f == Neg { -1.0 } else { 1.0 };
-                match l.kind {
-                    Kind::Int(i) if f == Neg => i.checked_neg().map(Val::Int).ok_or(Fail::Unknown),
-                    Kind::Int(i) => Ok(Val::Int(i)),
-                    Kind::Float(v) => Ok(Val::Float(sign * v)),
-                    Kind::Double(v) => Ok(Val::Double(sign * v)),
-                    _ => Err(Fail::Unknown), // decimal and big integer results
-                }
-            }
             Str => {
                 let v = self.value(&args[0])?;
                 match &v {
@@ -1106,12 +1098,12 @@ impl Eval<'_> {
             }
             Strlen => {
                 let v = self.value(&args[0])?;
-                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let l = v.text_arg()?;
                 Ok(Val::Int(l.lex()?.chars().count() as i64))
             }
             Ucase | Lcase => {
                 let v = self.value(&args[0])?;
-                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let l = v.text_arg()?;
                 let lex = l.lex()?;
                 if !lex.is_ascii() {
                     return Err(Fail::Unknown); // Unicode's case mappings: the reference's
@@ -1125,7 +1117,7 @@ impl Eval<'_> {
             }
             Substr => {
                 let v = self.value(&args[0])?;
-                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let l = v.text_arg()?;
                 let first = self.integer(&args[1])?;
                 let length = match args.get(2) {
                     Some(a) => Some(self.integer(a)?),
@@ -1160,7 +1152,7 @@ impl Eval<'_> {
                 let mut joined = String::new();
                 let mut tags = Vec::new();
                 for v in &values {
-                    let l = v.literal().ok_or(Fail::Error)?.text()?;
+                    let l = v.text_arg()?;
                     joined.push_str(l.lex()?);
                     if joined.len() > CONCAT_BYTES {
                         return Err(Fail::Unknown); // the reference's limit, and its error
@@ -1182,13 +1174,11 @@ impl Eval<'_> {
                     if same { first.map(Arc::from) } else { None },
                 ))
             }
-            Abs | Round | Ceil | Floor => {
+            Neg | Pos | Abs | Round | Ceil | Floor => {
                 let v = self.value(&args[0])?;
-                let l = v
-                    .literal()
-                    .filter(|l| l.kind.numeric())
-                    .ok_or(Fail::Error)?;
-                let rounded = |x: f64| match f {
+                let l = v.numeric_arg()?;
+                let unary = |x: f64| match f {
+                    Neg => -x,
                     Abs => x.abs(),
                     Round if x.is_finite() => (x + 0.5).floor().copysign(x),
                     Ceil if x.is_finite() => x.ceil().copysign(x),
@@ -1196,10 +1186,15 @@ impl Eval<'_> {
                     _ => x,
                 };
                 match l.kind {
-                    Kind::Int(i) if f == Abs => i.checked_abs().map(Val::Int).ok_or(Fail::Unknown),
-                    Kind::Int(i) => Ok(Val::Int(i)),
-                    Kind::Float(x) => Ok(Val::Float(rounded(x) as f32 as f64)),
-                    Kind::Double(x) => Ok(Val::Double(rounded(x))),
+                    Kind::Int(i) => match f {
+                        Neg => i.checked_neg(),
+                        Abs => i.checked_abs(),
+                        _ => Some(i),
+                    }
+                    .map(Val::Int)
+                    .ok_or(Fail::Unknown),
+                    Kind::Float(x) => Ok(Val::Float(unary(x) as f32 as f64)),
+                    Kind::Double(x) => Ok(Val::Double(unary(x))),
                     _ => Err(Fail::Unknown), // decimal and big integer results
                 }
             }
@@ -1225,7 +1220,7 @@ impl Eval<'_> {
             }
             EncodeForUri => {
                 let v = self.value(&args[0])?;
-                let l = v.literal().ok_or(Fail::Error)?.text()?;
+                let l = v.text_arg()?;
                 let mut out = String::new();
                 for b in l.lex()?.bytes() {
                     if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) {
@@ -1241,17 +1236,9 @@ impl Eval<'_> {
             }
             Strlang | Strdt => {
                 let (x, y) = self.pair(args)?;
-                let lex = x
-                    .literal()
-                    .filter(|l| l.kind == Kind::Str)
-                    .ok_or(Fail::Error)?
-                    .lex()?;
+                let lex = x.simple_arg()?.lex()?;
                 if f == Strlang {
-                    let tag = y
-                        .literal()
-                        .filter(|l| l.kind == Kind::Str)
-                        .ok_or(Fail::Error)?
-                        .lex()?;
+                    let tag = y.simple_arg()?.lex()?;
                     if !language_tag(tag) {
                         return Err(Fail::Error);
                     }

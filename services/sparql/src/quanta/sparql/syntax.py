@@ -170,34 +170,31 @@ class PathInverse(PropertyPath):
         return f"PathInverse({self.arg!r})"
 
 
-class PathSequence(PropertyPath):
+class _PathList(PropertyPath):
+    """A path of several parts (the two kinds below differ in their meaning only)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: IriTerm | PropertyPath) -> None:
+        self.args = list(args)
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(self.args)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{tuple(self.args)!r}"
+
+
+class PathSequence(_PathList):
     """`a / b / ...`"""
 
-    __slots__ = ("args",)
-
-    def __init__(self, *args: IriTerm | PropertyPath) -> None:
-        self.args = list(args)
-
-    def _key(self) -> tuple[Any, ...]:
-        return tuple(self.args)
-
-    def __repr__(self) -> str:
-        return f"PathSequence{tuple(self.args)!r}"
+    __slots__ = ()
 
 
-class PathAlternative(PropertyPath):
+class PathAlternative(_PathList):
     """`a | b | ...`"""
 
-    __slots__ = ("args",)
-
-    def __init__(self, *args: IriTerm | PropertyPath) -> None:
-        self.args = list(args)
-
-    def _key(self) -> tuple[Any, ...]:
-        return tuple(self.args)
-
-    def __repr__(self) -> str:
-        return f"PathAlternative{tuple(self.args)!r}"
+    __slots__ = ()
 
 
 class PathRepeat(PropertyPath):

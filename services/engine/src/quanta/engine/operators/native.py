@@ -86,7 +86,7 @@ class NativeChain(Operator):
                 op = op.input
                 continue
             if isinstance(op, IndexJoin):  # the right side's apply to the join's rows, below those above it
-                above += _over_scan(op.right)
+                above += _peel(op.right)[0]
             levels.append(op)
             posts.append(above)
             above = []
@@ -198,7 +198,7 @@ class NativeChain(Operator):
                 join.group_position, join.right.offset = state[i], state[i + 1]
                 i += 2
                 continue
-            i = _scans_to_python(right_side(join), state, i)  # type: ignore[arg-type]
+            i = _scans_to_python(_peel(join.right)[1], state, i)  # type: ignore[attr-defined]
 
     def load_state(self, state: State) -> None:
         # parsed and checked natively; mappings holding terms outside the
@@ -234,13 +234,15 @@ def _values(op: Values) -> tuple[list[int], list[int], int]:
     return op.slots, [v for row in op.rows for v in row], len(op.rows)
 
 
-def _over_scan(op: Operator) -> list[Filter | Extend]:
-    """The FILTERs and BINDs over a join's right-side scan, from the top down."""
+def _peel(op: Operator) -> tuple[list[Filter | Extend], Operator]:
+    """An index join's right side: its FILTERs and BINDs from the top down, and what is below
+    them (a scan, or a UNION of scans, in a chain). The join's rows are the right side's, so
+    those apply to the join's rows (and keep no state)."""
     found: list[Filter | Extend] = []
     while isinstance(op, Filter | Extend):
         found.append(op)
         op = op.input
-    return found
+    return found, op
 
 
 def _scans_to_python(op: Operator, state: list[int], i: int) -> int:
@@ -266,21 +268,11 @@ def _scans(op: Operator) -> list[Scan] | None:
     return None
 
 
-def right_side(join: IndexJoin) -> Operator:
-    """An index join's right side below its FILTERs and BINDs (a scan, or a UNION of
-    scans, in a chain): the join's rows are the right side's, so those apply to them
-    (and keep no state)."""
-    op = join.right
-    while isinstance(op, Filter | Extend):
-        op = op.input
-    return op
-
-
 def _join_spec(join: Operator) -> tuple[int, Any, int]:
     """A join of the chain as `Pipeline` takes it (see `quanta.native._core.NativeHdt.pipeline`)."""
     if isinstance(join, MergeJoin):
         return 1, join.right.pattern, join.key
-    right = right_side(join)  # type: ignore[arg-type]
+    right = _peel(join.right)[1]  # type: ignore[attr-defined]
     scans = _scans(right)
     if scans is not None:
         return 2, [b.pattern for b in scans], 0
@@ -300,9 +292,9 @@ def chain_of(op: Operator, ctx: Context) -> bool:
     if isinstance(op, Scan | Values) or _scans(op) is not None:
         return True
     if isinstance(op, IndexJoin):
-        right = right_side(op)
+        over, right = _peel(op.right)
         scans = isinstance(right, Scan) or _scans(right) is not None
-        return scans and all(_native(r, ctx) for r in _over_scan(op.right)) and chain_of(op.left, ctx)
+        return scans and all(_native(r, ctx) for r in over) and chain_of(op.left, ctx)
     if isinstance(op, MergeJoin):
         return chain_of(op.left, ctx)
     if isinstance(op, Filter | Extend):
