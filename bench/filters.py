@@ -1,9 +1,10 @@
 """FILTERs over the friendOf/likes join on watdiv-1m (509,125 rows before the filter), in
 process at an infinite quantum, three ways side by side in one run:
 
-- *native*: the condition evaluated inside the native chain (src/expr.rs);
-- *Python filter*: the same chain, the FILTER a Python operator above it (the release
-  before native conditions: only comparisons of ids ran inside the chain);
+- *native*: the condition evaluated natively (src/expr.rs), inside the native plan;
+- *Python filter*: the same native plan, its comparisons of ids native, the rest of the
+  condition decided by the Python test for every row (what a FILTER costs whose
+  function the native evaluator lacks);
 - *Python operators*: every operator in Python (QUANTA_NATIVE_EXEC=0).
 
     python bench/filters.py [--runs 3]
@@ -68,7 +69,7 @@ def timed(store: Any, query: str, runs: int) -> tuple[int, float]:
 
 
 def atoms_only(op: Any, ctx: Any) -> Any:
-    """The chain's filters as before native conditions: comparisons of ids only."""
+    """A FILTER's comparisons of ids natively, the rest by the Python test for every row."""
     split = ORIGINAL(op, ctx)
     return split if split is None or split[1] is None else None
 

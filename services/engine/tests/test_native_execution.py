@@ -1,4 +1,4 @@
-"""Native execution of scan/join chains (`operators.native.NativeChain`) is
+"""Native execution of whole plans (`operators.native.NativeTree`) is
 the Python operators step for step: after any number of steps, the same rows
 so far and the same saved plan, byte for byte; and the same total steps."""
 
@@ -12,8 +12,7 @@ from types import ModuleType
 import pytest
 
 from quanta.engine.execute import decode, edge, run
-from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeChain
-from quanta.engine.operators.slice import Slice
+from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeTree
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
@@ -73,7 +72,7 @@ def uses_native(store: TripleStore, query: str) -> bool:
     stack = [root]
     while stack:
         op = stack.pop()
-        if isinstance(op, NativeChain):
+        if isinstance(op, NativeTree):
             return True
         stack += [getattr(op, a) for a in ("input", "left", "right") if hasattr(op, a)]
         stack += getattr(op, "branches", [])
@@ -98,15 +97,13 @@ def small(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> TripleS
 
 
 @pytest.mark.parametrize("name", FILTERED)
-def test_simple_filters_run_inside_the_chain(watdiv_copy: Path, name: str) -> None:
+def test_simple_filters_run_natively(watdiv_copy: Path, name: str) -> None:
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
-    root = compile_query(WATDIV[name], store).root
-    while not isinstance(root, NativeChain):  # a slice above at most
-        assert isinstance(root, Slice)
-        root = root.input
-    assert "Filter" in repr(type(root.inner)) or any(type(op).__name__ == "Filter" for op in _walk(root.inner)), (
-        "the filters run natively"
-    )
+    plan = compile_query(WATDIV[name], store)
+    assert isinstance(plan.root, NativeTree)
+    assert any(type(op).__name__ == "Filter" for op in _walk(plan.root.inner))
+    plan.ctx.quantum = quantum = Quantum(None)
+    assert run(plan, quantum)[1] and plan.root.pipeline.undecided == 0, "no row goes to the Python test"
 
 
 def _walk(op: object) -> Iterator[object]:
@@ -114,37 +111,24 @@ def _walk(op: object) -> Iterator[object]:
     for attr in ("input", "left", "right"):
         if hasattr(op, attr):
             yield from _walk(getattr(op, attr))
-
-
-@pytest.mark.parametrize("name", ["union in join", "values", "bind", "filter"])
-def test_whole_plans_run_as_one_chain(small: TripleStore, name: str) -> None:
-    """A UNION of scans on a join's right side, VALUES at the start, BIND and FILTER
-    between the joins: the plan is one native chain, no Python operator iterates."""
-    root = compile_query(P + QUERIES[name], small).root
-    assert isinstance(root, NativeChain), type(root).__name__
-
-
-def test_chains_run_natively(small: TripleStore) -> None:
-    for name in (
-        "scan ???",
-        "index join",
-        "merge join",
-        "filter",
-        "limit offset",
-        "union in join",
-        "ask true",
-        "values",
-    ):
-        assert uses_native(small, P + QUERIES[name]), name
+    for branch in getattr(op, "branches", []):
+        yield from _walk(branch)
 
 
 @pytest.mark.parametrize("name", QUERIES)
-def test_native_chain_is_the_python_operators(small: TripleStore, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_plan_runs_natively(small: TripleStore, name: str) -> None:
+    """Scans, joins, UNION, VALUES, OFFSET/LIMIT, FILTER and BIND, nested as the planner
+    nests them: the whole plan is one native tree, no Python operator iterates."""
+    assert isinstance(compile_query(P + QUERIES[name], small).root, NativeTree)
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_native_plan_is_the_python_operators(small: TripleStore, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     compare(small, P + QUERIES[name], monkeypatch)
 
 
 @pytest.mark.parametrize("name", WATDIV)
-def test_native_chain_on_watdiv(watdiv_copy: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_native_plan_on_watdiv(watdiv_copy: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
     query = WATDIV[name]
     steps = total_steps(store, query)
@@ -177,8 +161,8 @@ def test_a_page_cut_inside_a_batch_resumes_exactly(watdiv_copy: Path) -> None:
     assert rows == everything
 
 
-def test_a_whole_chain_hands_its_page_over_as_one_buffer(watdiv_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No Python object per row: when the plan is one chain, a page's rows are a buffer of ids,
+def test_a_native_plan_hands_its_page_over_as_one_buffer(watdiv_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python object per row: a native plan's page is a buffer of ids,
     which reads as the Python operators' tuples (length, index, slice, iteration) and is
     written and decoded to the same results."""
     store = open_store(str(watdiv_copy), name="watdiv-100k", backend="native")
@@ -192,7 +176,7 @@ def test_a_whole_chain_hands_its_page_over_as_one_buffer(watdiv_copy: Path, monk
         return plan, rows
 
     plan, rows = page()
-    assert isinstance(plan.root, NativeChain) and not isinstance(rows, list)
+    assert isinstance(plan.root, NativeTree) and not isinstance(rows, list)
     with monkeypatch.context() as m:
         m.setenv(NATIVE_EXEC_ENV, "0")
         python_plan, expected = page()

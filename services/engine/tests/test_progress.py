@@ -10,7 +10,7 @@ import pytest
 
 from quanta.engine import progress
 from quanta.engine.execute import execute, run
-from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeChain
+from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeTree
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
@@ -77,9 +77,9 @@ def test_native_and_python_agree(watdiv_store: TripleStore, monkeypatch: pytest.
     if not hasattr(watdiv_store, "hdt"):
         pytest.skip("native chains run on the native store only")
     query = f"SELECT * WHERE {{ ?s <{W}friendOf> ?f . ?f <{W}follows> ?g . ?g <{W}likes> ?o }}"
-    native = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if isinstance(plan.root, NativeChain)]
+    native = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if isinstance(plan.root, NativeTree)]
     monkeypatch.setenv(NATIVE_EXEC_ENV, "0")
-    python = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if not isinstance(plan.root, NativeChain)]
+    python = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if not isinstance(plan.root, NativeTree)]
     assert len(native) == len(python) > 10
     assert native == python
 

@@ -1,13 +1,14 @@
-//! Native execution of a plan's hot subtree: a left-deep chain of a scan and
-//! joins whose right sides are scans (index loop joins and merge joins). It
-//! mirrors the Python operators (`quanta.engine.operators.scan`, `.joins`)
-//! step for step: the same rows in the same order, the same steps counted
-//! (one per scan opened, one per index entry read), a suspension between any
-//! two entries, and the same state, which the Python side saves in the same
-//! flat layout. Rows are handed back in batches. Each level's rows then go
-//! through its FILTERs and BINDs in order (`Step`): comparisons of ids
-//! (`Atom`), conditions and values evaluated natively (`crate::expr`), which
-//! hand what they cannot decide to the caller.
+//! Native execution of a whole physical plan: scans, index loop and merge
+//! joins, UNION, VALUES, OFFSET/LIMIT, FILTER and BIND, as a tree of
+//! operators (`Node`) pulled a row at a time. It runs as the Python
+//! operators (`quanta.engine.operators`) do, step for step: the same rows in
+//! the same order, the same steps counted (one per scan opened, one per
+//! index entry or VALUES row read), a suspension between any two steps, and
+//! the same state, saved in the same flat layout (pre-order: see `save`).
+//! Rows are handed back in batches. FILTERs compare ids (`Atom`) and
+//! evaluate conditions natively (`crate::expr`); what those cannot decide,
+//! and expressions with no native evaluation, go to the caller's reference
+//! evaluator (`Budget::undecided`).
 
 use crate::expr::{Eval, Expr, Fail, Terms};
 use crate::store::{Cursor, Store, Triple};
@@ -161,108 +162,9 @@ impl ScanRt {
     }
 }
 
-/// A scan, or a UNION of scans run one after the other (the Python `Union`:
-/// its state is the running branch, then each branch's offset; a lone scan's
-/// is its offset): a chain's base, or an index join's right side.
-struct ScansRt {
-    branches: Vec<ScanRt>,
-    active: usize,
-    union: bool,
-}
-
-impl ScansRt {
-    fn new(patterns: Vec<Pattern>, union: bool) -> Self {
-        ScansRt {
-            branches: patterns.into_iter().map(ScanRt::new).collect(),
-            active: 0,
-            union,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.active = 0;
-        for branch in &mut self.branches {
-            branch.offset = 0;
-            branch.opened = false;
-        }
-    }
-
-    fn restart(&mut self) {
-        self.branches.iter_mut().for_each(|b| b.opened = false);
-    }
-
-    /// Values in the state (both layouts).
-    fn len(&self) -> usize {
-        self.branches.len() + usize::from(self.union)
-    }
-
-    fn save(&self, out: &mut Vec<i64>) {
-        if self.union {
-            out.push(self.active as i64);
-        }
-        out.extend(self.branches.iter().map(|b| b.offset as i64));
-    }
-
-    fn load(&mut self, values: &[i64]) -> Result<(), String> {
-        let offsets = if self.union {
-            let active = count(values[0])? as usize;
-            if active > self.branches.len() {
-                return Err(format!("saved branch {active} past the union's"));
-            }
-            self.active = active;
-            &values[1..]
-        } else {
-            self.active = 0;
-            values
-        };
-        for (branch, &v) in self.branches.iter_mut().zip(offsets) {
-            branch.offset = count(v)?;
-        }
-        Ok(())
-    }
-
-    fn next(
-        &mut self,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-    ) -> Result<bool, Expired> {
-        while self.active < self.branches.len() {
-            if self.branches[self.active].next(store, budget, mu, out)? {
-                return Ok(true);
-            }
-            if !self.union {
-                return Ok(false); // a lone scan stays the running one
-            }
-            self.active += 1;
-        }
-        Ok(false)
-    }
-}
-
-/// A count or position of a native state, which is never negative.
+/// A count or position of a saved state, which is never negative.
 fn count(v: i64) -> Result<u64, String> {
-    u64::try_from(v).map_err(|_| format!("negative count {v}"))
-}
-
-/// What a chain starts from: a scan, a UNION of scans, or inline rows (VALUES).
-pub enum BaseSpec {
-    Scan(Pattern),
-    /// a UNION of scans
-    Union(Vec<Pattern>),
-    /// the slots the rows bind, their cells (`slots.len()` ids a row, 0:
-    /// UNDEF), and how many rows
-    Values {
-        slots: Vec<usize>,
-        cells: Vec<i64>,
-        rows: u64,
-    },
-}
-
-enum Base {
-    Scans(ScansRt),
-    Values(ValuesRt),
+    u64::try_from(v).map_err(|_| format!("saved position {v} out of range"))
 }
 
 /// VALUES as the Python operator runs it: a step per row read (taken before
@@ -276,13 +178,9 @@ struct ValuesRt {
 }
 
 impl ValuesRt {
-    fn len(&self) -> u64 {
-        self.rows
-    }
-
     fn next(&mut self, budget: &mut Budget, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         let width = self.slots.len();
-        'rows: while self.position < self.len() {
+        'rows: while self.position < self.rows {
             budget.step()?;
             let start = self.position as usize * width;
             self.position += 1;
@@ -299,89 +197,6 @@ impl ValuesRt {
         }
         Ok(false)
     }
-}
-
-impl Base {
-    /// Values in the state.
-    fn len(&self) -> usize {
-        match self {
-            Base::Scans(scans) => scans.len(),
-            Base::Values(_) => 1,
-        }
-    }
-
-    fn save(&self, out: &mut Vec<i64>) {
-        match self {
-            Base::Scans(scans) => scans.save(out),
-            Base::Values(values) => out.push(values.position as i64),
-        }
-    }
-
-    fn load(&mut self, state: &[i64]) -> Result<(), String> {
-        match self {
-            Base::Scans(scans) => scans.load(state),
-            Base::Values(values) => {
-                let position = count(state[0])?;
-                if position > values.len() {
-                    return Err(format!("saved position {position} past the rows"));
-                }
-                values.position = position;
-                Ok(())
-            }
-        }
-    }
-
-    fn reset(&mut self) {
-        match self {
-            Base::Scans(scans) => scans.reset(),
-            Base::Values(values) => values.position = 0,
-        }
-    }
-
-    fn restart(&mut self) {
-        if let Base::Scans(scans) = self {
-            scans.restart();
-        }
-    }
-
-    fn next(
-        &mut self,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-    ) -> Result<bool, Expired> {
-        match self {
-            Base::Scans(scans) => scans.next(store, budget, mu, out),
-            Base::Values(values) => values.next(budget, mu, out),
-        }
-    }
-}
-
-enum Join {
-    Index {
-        right: ScansRt,
-        current: Vec<i64>,
-        has_current: bool,
-        in_right: bool,
-    },
-    Merge {
-        key: usize,
-        right: Pattern,
-        right_offset: u64,
-        current: Vec<i64>,
-        has_current: bool,
-        group_position: u64,
-        // transient, rebuilt at every restart
-        started: bool,
-        finished: bool,
-        pending: bool,
-        cursor: Cursor,
-        free: Vec<(usize, usize)>,
-        group: Vec<Triple>,
-        group_key: u64,
-        lookahead: Option<Triple>,
-    },
 }
 
 /// One side of a filter's comparison: a variable slot or a term id.
@@ -413,427 +228,723 @@ impl Atom {
     }
 }
 
-/// What a level does to each of its rows, in order: a FILTER drops it, a
-/// BIND sets a slot (numbered conditions and BINDs: by their place among
-/// `add_condition` and `add_extend` calls).
-enum Step {
-    Atoms(Vec<Atom>),
-    Condition(usize, Expr),
-    /// BIND(expression AS slot): an error leaves the slot unbound; a slot
-    /// already bound (by the input mapping) keeps the row only if equal
-    Extend(usize, usize, Expr),
-}
-
-/// The chain: `base`, then each join taking the previous level as its left;
-/// `steps[i]`: what happens to each row of level `i`.
-pub struct Chain {
-    width: usize,
-    base: Base,
-    joins: Vec<Join>,
-    steps: Vec<Vec<Step>>,
-    added: usize,
-    /// rows a step handed to `Budget::undecided`
-    pub undecided: u64,
-    terms: Terms,
-    scratch: Vec<Vec<i64>>,
-}
-
-/// One join of a chain's description.
-pub enum JoinSpec {
-    Index(Pattern),
-    /// an index join whose right side is a UNION of these patterns
-    IndexUnion(Vec<Pattern>),
+/// A plan as the Python side describes it (`NativeHdt.pipeline`).
+pub enum Spec {
+    Scan(Pattern),
+    /// the slots the rows bind, their cells (`slots.len()` ids a row, 0:
+    /// UNDEF), and how many rows
+    Values {
+        slots: Vec<usize>,
+        cells: Vec<i64>,
+        rows: u64,
+    },
+    Union(Vec<Spec>),
+    /// an index loop join: `right` runs under each left mapping
+    Join(Box<Spec>, Box<Spec>),
+    /// a merge join of a left input sorted on `key` with a scan of `?key p o`
     Merge {
-        key: usize,
+        left: Box<Spec>,
         right: Pattern,
+        key: usize,
+    },
+    Slice {
+        input: Box<Spec>,
+        offset: u64,
+        limit: Option<u64>,
+    },
+    /// rows must satisfy every atom, then the condition: `Some(expression)`
+    /// evaluated natively, `None` decided by the reference for every row
+    Filter {
+        input: Box<Spec>,
+        atoms: Vec<Atom>,
+        condition: Option<Option<Expr>>,
+    },
+    /// BIND(value AS slot), `None`: the reference computes every row's
+    Extend {
+        input: Box<Spec>,
+        slot: usize,
+        value: Option<Expr>,
     },
 }
 
-impl Chain {
-    pub fn new(width: usize, base: BaseSpec, joins: Vec<JoinSpec>) -> Self {
-        let joins: Vec<Join> = joins
-            .into_iter()
-            .map(|j| match j {
-                JoinSpec::Index(p) => Join::Index {
-                    right: ScansRt::new(vec![p], false),
-                    current: vec![0; width],
-                    has_current: false,
-                    in_right: false,
-                },
-                JoinSpec::IndexUnion(patterns) => Join::Index {
-                    right: ScansRt::new(patterns, true),
-                    current: vec![0; width],
-                    has_current: false,
-                    in_right: false,
-                },
-                JoinSpec::Merge { key, right } => Join::Merge {
-                    key,
-                    right,
-                    right_offset: 0,
-                    current: vec![0; width],
-                    has_current: false,
-                    group_position: 0,
-                    started: false,
-                    finished: false,
-                    pending: false,
-                    cursor: Cursor::Empty,
-                    free: Vec::new(),
-                    group: Vec::new(),
-                    group_key: 0,
-                    lookahead: None,
-                },
-            })
-            .collect();
-        let scratch = (0..=joins.len()).map(|_| vec![0; width]).collect();
-        let steps = (0..=joins.len()).map(|_| Vec::new()).collect();
-        Chain {
-            width,
-            base: match base {
-                BaseSpec::Scan(pattern) => Base::Scans(ScansRt::new(vec![pattern], false)),
-                BaseSpec::Union(patterns) => Base::Scans(ScansRt::new(patterns, true)),
-                BaseSpec::Values { slots, cells, rows } => Base::Values(ValuesRt {
-                    slots,
-                    cells,
-                    rows,
-                    position: 0,
-                }),
-            },
-            joins,
-            steps,
-            added: 0,
-            undecided: 0,
-            terms: Terms::default(),
-            scratch,
+/// One operator of the running tree. Its fields are its state (what the
+/// Python operator saves) and what a running generator would hold (an open
+/// scan's cursor, a merge join's group), which `restart` drops.
+enum Node {
+    Scan(ScanRt),
+    Values(ValuesRt),
+    Union {
+        branches: Vec<Node>,
+        active: usize,
+    },
+    Join(Box<IndexJoin>),
+    Merge(Box<MergeJoin>),
+    Slice {
+        input: Box<Node>,
+        offset: u64,
+        limit: Option<u64>,
+        skip: u64,
+        remaining: Option<u64>,
+    },
+    Filter {
+        input: Box<Node>,
+        atoms: Vec<Atom>,
+        /// (number for the reference, native expression if any)
+        condition: Option<(usize, Option<Expr>)>,
+    },
+    Extend {
+        input: Box<Node>,
+        slot: usize,
+        number: usize,
+        value: Option<Expr>,
+    },
+}
+
+/// For each mapping of `left`, `right` under its bindings. State: the left
+/// mapping `right` runs for, the left's state, the right's.
+struct IndexJoin {
+    left: Node,
+    right: Node,
+    current: Vec<i64>,
+    has_current: bool,
+    left_row: Vec<i64>,
+    /// inside a run of `right` (a restarted join is, when it has a mapping)
+    in_right: bool,
+}
+
+/// Joins a left input sorted on `key` with a scan of `?key p o`, sorted on
+/// the subject too, reading each input once; the right scan's offset marks
+/// the start of the current key group, which is buffered. State: the left
+/// mapping being joined, how many rows of the group it was joined with, the
+/// group's start, then the left's state.
+struct MergeJoin {
+    left: Node,
+    key: usize,
+    right: Pattern,
+    right_offset: u64,
+    current: Vec<i64>,
+    has_current: bool,
+    group_position: u64,
+    left_row: Vec<i64>,
+    // what the running generator holds, rebuilt at every restart
+    started: bool,
+    finished: bool,
+    pending: bool,
+    cursor: Cursor,
+    free: Vec<(usize, usize)>,
+    group: Vec<Triple>,
+    group_key: u64,
+    lookahead: Option<Triple>,
+}
+
+/// What `next` needs besides the node: the store, the budget, and the
+/// conditions' caches.
+struct Cx<'c, 'b> {
+    store: &'c Store,
+    budget: &'c mut Budget<'b>,
+    terms: &'c mut Terms,
+    undecided: &'c mut u64,
+}
+
+/// A saved state read value by value (`Tree::load`).
+struct Reader<'a> {
+    values: &'a [i64],
+    at: usize,
+    width: usize,
+    /// this plan's id for an id a saved mapping holds (terms outside the dictionary)
+    restore: &'a mut dyn FnMut(i64) -> Result<i64, String>,
+}
+
+impl Reader<'_> {
+    fn next(&mut self) -> Result<i64, String> {
+        let v = *self
+            .values
+            .get(self.at)
+            .ok_or("state shorter than the plan")?;
+        self.at += 1;
+        Ok(v)
+    }
+
+    /// A non-negative count, at most `limit`.
+    fn count(&mut self, limit: Option<u64>) -> Result<u64, String> {
+        let v = self.next()?;
+        match count(v) {
+            Ok(c) if limit.is_none_or(|l| c <= l) => Ok(c),
+            _ => Err(format!("saved position {v} out of range")),
         }
     }
 
-    /// Rows of `level` must also satisfy `condition`; returns its number.
-    pub fn add_condition(&mut self, level: usize, condition: Expr) -> Result<usize, String> {
-        self.check_slots(&condition, None)?;
-        let condition = condition.memoized(&mut self.terms);
-        self.add_step(level, |number| Step::Condition(number, condition))
+    /// `[n, v1..vn]` (trailing unbound slots dropped) or `[-1]` for none.
+    fn mapping(&mut self, current: &mut [i64]) -> Result<bool, String> {
+        current.fill(0);
+        let n = self.next()?;
+        if n < 0 {
+            return Ok(false);
+        }
+        if n as usize > self.width {
+            return Err("saved mapping is wider than the plan".into());
+        }
+        for cell in current.iter_mut().take(n as usize) {
+            let v = self.next()?;
+            *cell = if v < 0 { (self.restore)(v)? } else { v };
+        }
+        Ok(true)
     }
+}
 
-    /// Rows of `level` get `slot` bound to `value` (a BIND); returns its number.
-    pub fn add_extend(&mut self, level: usize, slot: usize, value: Expr) -> Result<usize, String> {
-        self.check_slots(&value, Some(slot))?;
-        self.add_step(level, |number| Step::Extend(number, slot, value))
+/// The next number for a condition or BIND.
+fn take_number(numbers: &mut usize) -> usize {
+    *numbers += 1;
+    *numbers - 1
+}
+
+/// `[n, v1..vn]` without trailing unbound slots, or `[-1]`; records where
+/// the negative ids are (terms outside the dictionary, renumbered by the caller).
+fn save_mapping(has: bool, current: &[i64], out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+    if !has {
+        out.push(-1);
+        return;
     }
+    let n = current.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
+    out.push(n as i64);
+    for &v in &current[..n] {
+        if v < 0 {
+            foreign.push(out.len());
+        }
+        out.push(v);
+    }
+}
 
-    /// Rows of `level` must also satisfy `atoms` (a FILTER between joins).
-    pub fn add_filter(&mut self, level: usize, atoms: Vec<Atom>) -> Result<(), String> {
-        for atom in &atoms {
-            for o in [atom.a, atom.b] {
-                if matches!(o, Operand::Slot(s) if s >= self.width) {
-                    return Err("filter refers to an undeclared variable".into());
+impl Node {
+    fn build(spec: Spec, width: usize, terms: &mut Terms, numbers: &mut usize) -> Node {
+        match spec {
+            Spec::Scan(pattern) => Node::Scan(ScanRt::new(pattern)),
+            Spec::Values { slots, cells, rows } => Node::Values(ValuesRt {
+                slots,
+                cells,
+                rows,
+                position: 0,
+            }),
+            Spec::Union(branches) => Node::Union {
+                branches: branches
+                    .into_iter()
+                    .map(|b| Node::build(b, width, terms, numbers))
+                    .collect(),
+                active: 0,
+            },
+            Spec::Join(left, right) => {
+                let left = Node::build(*left, width, terms, numbers);
+                let right = Node::build(*right, width, terms, numbers);
+                Node::Join(Box::new(IndexJoin {
+                    left,
+                    right,
+                    current: vec![0; width],
+                    has_current: false,
+                    left_row: vec![0; width],
+                    in_right: false,
+                }))
+            }
+            Spec::Merge { left, right, key } => Node::Merge(Box::new(MergeJoin {
+                left: Node::build(*left, width, terms, numbers),
+                key,
+                right,
+                right_offset: 0,
+                current: vec![0; width],
+                has_current: false,
+                group_position: 0,
+                left_row: vec![0; width],
+                started: false,
+                finished: false,
+                pending: false,
+                cursor: Cursor::Empty,
+                free: Vec::new(),
+                group: Vec::new(),
+                group_key: 0,
+                lookahead: None,
+            })),
+            Spec::Slice {
+                input,
+                offset,
+                limit,
+            } => Node::Slice {
+                input: Box::new(Node::build(*input, width, terms, numbers)),
+                offset,
+                limit,
+                skip: offset,
+                remaining: limit,
+            },
+            Spec::Filter {
+                input,
+                atoms,
+                condition,
+            } => {
+                let input = Box::new(Node::build(*input, width, terms, numbers));
+                let condition =
+                    condition.map(|c| (take_number(numbers), c.map(|e| e.memoized(terms))));
+                Node::Filter {
+                    input,
+                    atoms,
+                    condition,
+                }
+            }
+            Spec::Extend { input, slot, value } => {
+                let input = Box::new(Node::build(*input, width, terms, numbers));
+                Node::Extend {
+                    input,
+                    slot,
+                    number: take_number(numbers),
+                    value,
                 }
             }
         }
-        self.add_step(level, |_| Step::Atoms(atoms)).map(|_| ())
     }
 
-    fn check_slots(&self, e: &Expr, target: Option<usize>) -> Result<(), String> {
-        if e.max_slot().max(target).is_some_and(|s| s >= self.width) {
-            return Err("an expression refers to an undeclared variable".into());
+    /// The next row extending `mu` into `out`; false when there is none.
+    fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        match self {
+            Node::Scan(scan) => scan.next(cx.store, cx.budget, mu, out),
+            Node::Values(values) => values.next(cx.budget, mu, out),
+            Node::Union { branches, active } => {
+                while let Some(branch) = branches.get_mut(*active) {
+                    if branch.next(cx, mu, out)? {
+                        return Ok(true);
+                    }
+                    *active += 1;
+                }
+                Ok(false)
+            }
+            Node::Join(join) => join.next(cx, mu, out),
+            Node::Merge(join) => join.next(cx, mu, out),
+            Node::Slice {
+                input,
+                skip,
+                remaining,
+                ..
+            } => loop {
+                // checked before pulling, so no input row is lost
+                if *remaining == Some(0) || !input.next(cx, mu, out)? {
+                    return Ok(false);
+                }
+                if *skip > 0 {
+                    *skip -= 1;
+                    continue;
+                }
+                if let Some(r) = remaining {
+                    *r -= 1;
+                }
+                return Ok(true);
+            },
+            Node::Filter {
+                input,
+                atoms,
+                condition,
+            } => loop {
+                if !input.next(cx, mu, out)? {
+                    return Ok(false);
+                }
+                if !atoms.iter().all(|atom| atom.holds(out)) {
+                    continue;
+                }
+                let Some((number, expr)) = condition else {
+                    return Ok(true);
+                };
+                let decided = match expr {
+                    Some(e) => match (Eval {
+                        store: cx.store,
+                        terms: cx.terms,
+                        row: out,
+                    })
+                    .test(e)
+                    {
+                        Ok(holds) => Some(holds),
+                        Err(Fail::Unknown) => None,
+                        Err(Fail::Error) => Some(false),
+                    },
+                    None => None,
+                };
+                let holds = match decided {
+                    Some(holds) => holds,
+                    None => {
+                        *cx.undecided += 1;
+                        (cx.budget.undecided)(*number, out)? != 0
+                    }
+                };
+                if holds {
+                    return Ok(true);
+                }
+            },
+            Node::Extend {
+                input,
+                slot,
+                number,
+                value,
+            } => loop {
+                if !input.next(cx, mu, out)? {
+                    return Ok(false);
+                }
+                let native = value.as_ref().and_then(|e| {
+                    (Eval {
+                        store: cx.store,
+                        terms: cx.terms,
+                        row: out,
+                    })
+                    .id(e)
+                    .ok()
+                });
+                let id = match native {
+                    Some(id) => id,
+                    None => {
+                        *cx.undecided += 1;
+                        (cx.budget.undecided)(*number, out)?
+                    }
+                };
+                // an error leaves the slot unbound; a slot the input mapping
+                // binds keeps the row only when equal (the join's compatibility)
+                if id == 0 || out[*slot] == 0 {
+                    if id != 0 {
+                        out[*slot] = id;
+                    }
+                    return Ok(true);
+                }
+                if out[*slot] == id {
+                    return Ok(true);
+                }
+            },
+        }
+    }
+
+    /// Back to the initial state (to run again for another input mapping).
+    fn reset(&mut self) {
+        match self {
+            Node::Scan(scan) => {
+                scan.offset = 0;
+                scan.opened = false;
+            }
+            Node::Values(values) => values.position = 0,
+            Node::Union { branches, active } => {
+                *active = 0;
+                branches.iter_mut().for_each(Node::reset);
+            }
+            Node::Join(join) => {
+                join.left.reset();
+                join.right.reset();
+                join.has_current = false;
+                join.current.fill(0);
+                join.in_right = false;
+            }
+            Node::Merge(join) => {
+                join.left.reset();
+                join.right_offset = 0;
+                join.has_current = false;
+                join.current.fill(0);
+                join.group_position = 0;
+                join.restart();
+            }
+            Node::Slice {
+                input,
+                offset,
+                limit,
+                skip,
+                remaining,
+            } => {
+                input.reset();
+                *skip = *offset;
+                *remaining = *limit;
+            }
+            Node::Filter { input, .. } | Node::Extend { input, .. } => input.reset(),
+        }
+    }
+
+    /// Run again from the state as a new generator would: every scan reopens
+    /// at its offset (counting its opening step), a merge join reads its
+    /// current group again.
+    fn restart(&mut self) {
+        match self {
+            Node::Scan(scan) => scan.opened = false,
+            Node::Values(_) => {}
+            Node::Union { branches, .. } => branches.iter_mut().for_each(Node::restart),
+            Node::Join(join) => {
+                join.left.restart();
+                join.right.restart();
+                join.in_right = join.has_current;
+            }
+            Node::Merge(join) => {
+                join.left.restart();
+                join.restart();
+            }
+            Node::Slice { input, .. } | Node::Filter { input, .. } | Node::Extend { input, .. } => {
+                input.restart()
+            }
+        }
+    }
+
+    /// The state in pre-order, as the Python operators save it: a scan
+    /// `[offset]`, VALUES `[position]`, a UNION `[active branch, branches..]`,
+    /// an index join `[mapping, left.., right..]`, a merge join `[mapping,
+    /// group position, right offset, left..]`, a slice `[to skip, 1 + rows
+    /// remaining (0: no limit), input..]`, FILTER and BIND their input's.
+    /// `foreign`: the positions of mapping cells holding negative ids.
+    fn save(&self, out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+        match self {
+            Node::Scan(scan) => out.push(scan.offset as i64),
+            Node::Values(values) => out.push(values.position as i64),
+            Node::Union { branches, active } => {
+                out.push(*active as i64);
+                branches.iter().for_each(|b| b.save(out, foreign));
+            }
+            Node::Join(join) => {
+                save_mapping(join.has_current, &join.current, out, foreign);
+                join.left.save(out, foreign);
+                join.right.save(out, foreign);
+            }
+            Node::Merge(join) => {
+                save_mapping(join.has_current, &join.current, out, foreign);
+                out.push(join.group_position as i64);
+                out.push(join.right_offset as i64);
+                join.left.save(out, foreign);
+            }
+            Node::Slice {
+                input,
+                skip,
+                remaining,
+                ..
+            } => {
+                out.push(*skip as i64);
+                out.push(remaining.map_or(0, |r| r as i64 + 1));
+                input.save(out, foreign);
+            }
+            Node::Filter { input, .. } | Node::Extend { input, .. } => input.save(out, foreign),
+        }
+    }
+
+    /// Read the state `save` writes, checked as the Python operators check it.
+    fn load(&mut self, r: &mut Reader) -> Result<(), String> {
+        match self {
+            Node::Scan(scan) => scan.offset = r.count(None)?,
+            Node::Values(values) => values.position = r.count(Some(values.rows))?,
+            Node::Union { branches, active } => {
+                *active = r.count(Some(branches.len() as u64))? as usize;
+                for branch in branches {
+                    branch.load(r)?;
+                }
+            }
+            Node::Join(join) => {
+                join.has_current = r.mapping(&mut join.current)?;
+                join.left.load(r)?;
+                join.right.load(r)?;
+            }
+            Node::Merge(join) => {
+                join.has_current = r.mapping(&mut join.current)?;
+                join.group_position = r.count(None)?;
+                join.right_offset = r.count(None)?;
+                join.left.load(r)?;
+            }
+            Node::Slice {
+                input,
+                offset,
+                limit,
+                skip,
+                remaining,
+            } => {
+                *skip = r.count(Some(*offset))?;
+                let saved = r.count(limit.map(|l| l + 1))?;
+                *remaining = match limit {
+                    None => None,
+                    Some(_) if saved == 0 => {
+                        return Err("slice: no remaining count for a limit".into())
+                    }
+                    Some(_) => Some(saved - 1),
+                };
+                input.load(r)?;
+            }
+            Node::Filter { input, .. } | Node::Extend { input, .. } => input.load(r)?,
         }
         Ok(())
     }
+}
 
-    fn add_step(
-        &mut self,
-        level: usize,
-        step: impl FnOnce(usize) -> Step,
-    ) -> Result<usize, String> {
-        let number = self.added;
-        let step = step(number);
-        let numbered = !matches!(step, Step::Atoms(_));
-        self.steps.get_mut(level).ok_or("no such level")?.push(step);
-        if numbered {
-            self.added += 1;
+impl IndexJoin {
+    fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        loop {
+            if self.in_right {
+                if self.right.next(cx, &self.current, out)? {
+                    return Ok(true);
+                }
+                self.in_right = false;
+            }
+            // the next left mapping (current keeps the old one until then)
+            let found = self.left.next(cx, mu, &mut self.left_row)?;
+            if !take_left(
+                found,
+                &self.left_row,
+                &mut self.current,
+                &mut self.has_current,
+            ) {
+                return Ok(false);
+            }
+            self.right.reset();
+            self.in_right = true;
         }
-        Ok(number)
+    }
+}
+
+impl MergeJoin {
+    fn restart(&mut self) {
+        self.started = false;
+        self.finished = false;
+        self.pending = false;
+        self.group.clear();
+        self.lookahead = None;
+    }
+
+    /// Move to the next group of equal subjects; false when the right side is done.
+    fn next_group(&mut self, budget: &mut Budget, store: &Store) -> Result<bool, Expired> {
+        self.right_offset += self.group.len() as u64;
+        self.group.clear();
+        let Some(first) = self.lookahead else {
+            return Ok(false);
+        };
+        self.group_key = first[0];
+        while let Some(t) = self.lookahead {
+            if t[0] != self.group_key {
+                break;
+            }
+            budget.step()?;
+            self.group.push(t);
+            self.lookahead = store.next(&mut self.cursor);
+        }
+        Ok(true)
+    }
+
+    fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        if self.finished {
+            return Ok(false);
+        }
+        if !self.started {
+            // the right side resolved under no bindings: its key is free
+            let zero = vec![0i64; mu.len()];
+            let [s, p, o] = self.right.resolve(&zero, &mut self.free);
+            let key = self.key;
+            self.free.retain(|&(slot, _)| slot != key); // the key comes from the left mapping
+            self.cursor = cx.store.search(s, p, o, self.right_offset);
+            self.lookahead = cx.store.next(&mut self.cursor);
+            self.group.clear();
+            self.started = true;
+            if !self.next_group(cx.budget, cx.store)? {
+                self.finished = true;
+                return Ok(false);
+            }
+            self.pending = self.has_current; // resumed in the middle of a left mapping
+        }
+        loop {
+            if !self.pending {
+                let found = self.left.next(cx, mu, &mut self.left_row)?;
+                if !take_left(
+                    found,
+                    &self.left_row,
+                    &mut self.current,
+                    &mut self.has_current,
+                ) {
+                    self.finished = true;
+                    return Ok(false);
+                }
+                self.group_position = 0;
+                self.pending = true;
+            }
+            let wanted = self.current[self.key] as u64;
+            while self.group_key < wanted {
+                if !self.next_group(cx.budget, cx.store)? {
+                    self.has_current = false;
+                    self.current.fill(0);
+                    self.finished = true;
+                    return Ok(false);
+                }
+            }
+            if self.group_key == wanted && (self.group_position as usize) < self.group.len() {
+                let t = self.group[self.group_position as usize];
+                self.group_position += 1;
+                bind(&self.current, &t, &self.free, out);
+                return Ok(true);
+            }
+            self.pending = false;
+        }
+    }
+}
+
+/// A plan running natively: its operator tree, and what its conditions keep
+/// between rows.
+pub struct Tree {
+    width: usize,
+    root: Node,
+    /// rows a condition or BIND handed to `Budget::undecided`
+    pub undecided: u64,
+    terms: Terms,
+    out: Vec<i64>,
+}
+
+impl Tree {
+    /// Conditions and BINDs are numbered in the order `spec` lists them
+    /// (pre-order, an operator's input first), for `Budget::undecided`.
+    pub fn new(width: usize, spec: Spec) -> Self {
+        let mut terms = Terms::default();
+        let root = Node::build(spec, width, &mut terms, &mut 0);
+        Tree {
+            width,
+            root,
+            undecided: 0,
+            terms,
+            out: vec![0; width],
+        }
     }
 
     pub fn width(&self) -> usize {
         self.width
     }
 
-    /// Free what the steps keep between rows (decoded terms, memoized tests).
+    /// Free what the conditions keep between rows (decoded terms, memoized tests).
     pub fn trim(&mut self) {
         self.terms.clear();
     }
 
-    /// Back to the initial state (to run again for another input mapping).
+    /// Back to the initial state.
     pub fn reset(&mut self) {
-        self.base.reset();
-        for join in &mut self.joins {
-            match join {
-                Join::Index {
-                    right, has_current, ..
-                } => {
-                    right.reset();
-                    *has_current = false;
-                }
-                Join::Merge {
-                    right_offset,
-                    has_current,
-                    group_position,
-                    ..
-                } => {
-                    *right_offset = 0;
-                    *has_current = false;
-                    *group_position = 0;
-                }
-            }
-        }
-        self.restart();
+        self.root.reset();
+        self.root.restart();
     }
 
-    /// Start iterating from the saved state, as a new generator would: every
-    /// scan reopens at its offset (counting its opening step).
+    /// Continue from the state as a new run would (see `Node::restart`).
     pub fn restart(&mut self) {
-        self.base.restart();
-        for join in &mut self.joins {
-            match join {
-                Join::Index {
-                    right,
-                    has_current,
-                    in_right,
-                    ..
-                } => {
-                    right.restart();
-                    *in_right = *has_current;
-                }
-                Join::Merge {
-                    started,
-                    finished,
-                    pending,
-                    group,
-                    lookahead,
-                    ..
-                } => {
-                    *started = false;
-                    *finished = false;
-                    *pending = false;
-                    group.clear();
-                    *lookahead = None;
-                }
-            }
-        }
+        self.root.restart();
     }
 
-    /// The state, flat: the base scan's offset, then per join (bottom up)
-    /// `[has_current, current.., right offset]` (index; a UNION on the right:
-    /// `[.., active branch, each branch's offset]`) or
-    /// `[has_current, current.., group_position, right offset]` (merge).
-    pub fn state(&self) -> Vec<i64> {
-        let mut out = Vec::new();
-        self.base.save(&mut out);
-        for join in &self.joins {
-            match join {
-                Join::Index {
-                    right,
-                    current,
-                    has_current,
-                    ..
-                } => {
-                    out.push(*has_current as i64);
-                    out.extend_from_slice(current);
-                    right.save(&mut out);
-                }
-                Join::Merge {
-                    right_offset,
-                    current,
-                    has_current,
-                    group_position,
-                    ..
-                } => {
-                    out.push(*has_current as i64);
-                    out.extend_from_slice(current);
-                    out.push(*group_position as i64);
-                    out.push(*right_offset as i64);
-                }
-            }
-        }
-        out
+    /// The state in the Python operators' layout (`Node::save`), and the
+    /// positions of the mapping cells that hold negative ids.
+    pub fn save(&self) -> (Vec<i64>, Vec<usize>) {
+        let mut out = Vec::with_capacity(16);
+        let mut foreign = Vec::new();
+        self.root.save(&mut out, &mut foreign);
+        (out, foreign)
     }
 
-    pub fn load(&mut self, state: &[i64]) -> Result<(), String> {
-        let w = self.width;
-        let expected = self.base.len()
-            + self
-                .joins
-                .iter()
-                .map(|j| match j {
-                    Join::Index { right, .. } => 1 + w + right.len(),
-                    Join::Merge { .. } => 3 + w,
-                })
-                .sum::<usize>();
-        if state.len() != expected {
-            return Err(format!(
-                "native state of {} values, expected {expected}",
-                state.len()
-            ));
+    /// Load a state in that layout, the whole of `values`; `restore` maps a
+    /// negative id a mapping holds. Then `restart`.
+    pub fn load(
+        &mut self,
+        values: &[i64],
+        restore: &mut dyn FnMut(i64) -> Result<i64, String>,
+    ) -> Result<(), String> {
+        let mut reader = Reader {
+            values,
+            at: 0,
+            width: self.width,
+            restore,
+        };
+        self.root.load(&mut reader)?;
+        if reader.at != values.len() {
+            return Err("state longer than the plan".into());
         }
-        let mut i = self.base.len();
-        self.base.load(&state[..i])?;
-        for join in &mut self.joins {
-            match join {
-                Join::Index {
-                    right,
-                    current,
-                    has_current,
-                    ..
-                } => {
-                    *has_current = state[i] != 0;
-                    current.copy_from_slice(&state[i + 1..i + 1 + w]);
-                    let n = right.len();
-                    right.load(&state[i + 1 + w..i + 1 + w + n])?;
-                    i += 1 + w + n;
-                }
-                Join::Merge {
-                    right_offset,
-                    current,
-                    has_current,
-                    group_position,
-                    ..
-                } => {
-                    *has_current = state[i] != 0;
-                    current.copy_from_slice(&state[i + 1..i + 1 + w]);
-                    *group_position = count(state[i + 1 + w])?;
-                    *right_offset = count(state[i + 2 + w])?;
-                    i += 3 + w;
-                }
-            }
-        }
-        self.restart();
+        self.root.restart();
         Ok(())
-    }
-
-    /// The state in the layout the Python operators save (pre-order from the
-    /// top join: an index join `[mapping, left.., right offset]`, a merge join
-    /// `[mapping, group position, right offset, left..]`, a scan `[offset]`; a
-    /// mapping `[n, v1..vn]` without trailing unbound slots, `[-1]` for none).
-    /// None if a mapping holds an id below `-fixed` (a computed term, which
-    /// the Python side renumbers).
-    pub fn saved_layout(&self, fixed: i64) -> Option<Vec<i64>> {
-        let mut out = Vec::with_capacity(8 + self.joins.len() * (self.width + 3));
-        self.write_level(self.joins.len(), fixed, &mut out)
-            .then_some(out)
-    }
-
-    fn write_level(&self, level: usize, fixed: i64, out: &mut Vec<i64>) -> bool {
-        if level == 0 {
-            self.base.save(out);
-            return true;
-        }
-        let mapping = |out: &mut Vec<i64>, has: bool, current: &[i64]| -> bool {
-            if !has {
-                out.push(-1);
-                return true;
-            }
-            let n = current.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
-            out.push(n as i64);
-            out.extend_from_slice(&current[..n]);
-            current[..n].iter().all(|&v| v >= -fixed)
-        };
-        match &self.joins[level - 1] {
-            Join::Index {
-                right,
-                current,
-                has_current,
-                ..
-            } => {
-                mapping(out, *has_current, current) && self.write_level(level - 1, fixed, out) && {
-                    right.save(out);
-                    true
-                }
-            }
-            Join::Merge {
-                right_offset,
-                current,
-                has_current,
-                group_position,
-                ..
-            } => {
-                let ok = mapping(out, *has_current, current);
-                out.push(*group_position as i64);
-                out.push(*right_offset as i64);
-                ok && self.write_level(level - 1, fixed, out)
-            }
-        }
-    }
-
-    /// Read the Python layout (see `saved_layout`) value by value from `next`
-    /// into this chain's own layout (see `state`), checking it as the Python
-    /// operators do. Returns the state and whether a mapping holds an id
-    /// below `-fixed` (to be mapped by the Python side before `load`).
-    pub fn parse_layout(
-        &self,
-        next: &mut dyn FnMut() -> Result<i64, String>,
-        fixed: i64,
-    ) -> Result<(Vec<i64>, bool), String> {
-        let w = self.width;
-        // per level, bottom up: filled from the top down, so collect then order
-        let mut levels: Vec<Vec<i64>> = vec![Vec::new(); self.joins.len()];
-        let mut foreign = false;
-        let mut mapping = |next: &mut dyn FnMut() -> Result<i64, String>,
-                           out: &mut Vec<i64>|
-         -> Result<(), String> {
-            let n = next()?;
-            if n < 0 {
-                out.push(0);
-                out.extend(std::iter::repeat_n(0, w));
-                return Ok(());
-            }
-            if n as usize > w {
-                return Err("saved mapping is wider than the plan".into());
-            }
-            out.push(1);
-            for _ in 0..n {
-                let v = next()?;
-                foreign |= v < -fixed;
-                out.push(v);
-            }
-            out.extend(std::iter::repeat_n(0, w - n as usize));
-            Ok(())
-        };
-        let count = |v: i64| -> Result<i64, String> {
-            if v < 0 {
-                Err(format!("saved position {v} out of range"))
-            } else {
-                Ok(v)
-            }
-        };
-        // index joins save their right side's state after the left's: remember them
-        let mut pending_right: Vec<(usize, usize)> = Vec::new();
-        for level in (1..=self.joins.len()).rev() {
-            let out = &mut levels[level - 1];
-            match &self.joins[level - 1] {
-                Join::Index { right, .. } => {
-                    mapping(next, out)?;
-                    pending_right.push((level - 1, right.len()));
-                }
-                Join::Merge { .. } => {
-                    mapping(next, out)?;
-                    out.push(count(next()?)?);
-                    out.push(count(next()?)?);
-                }
-            }
-        }
-        let mut state = Vec::with_capacity(self.base.len());
-        for _ in 0..self.base.len() {
-            state.push(count(next()?)?);
-        }
-        for &(index, values) in pending_right.iter().rev() {
-            for _ in 0..values {
-                levels[index].push(count(next()?)?);
-            }
-        }
-        for level in levels {
-            state.extend(level);
-        }
-        Ok((state, foreign))
     }
 
     /// Up to `max_rows` rows (each `width` values, appended to `rows`),
@@ -846,288 +957,34 @@ impl Chain {
         max_rows: usize,
         rows: &mut Vec<i64>,
     ) -> (Status, usize) {
-        let top = self.joins.len();
-        let mut out = std::mem::take(&mut self.scratch[top]);
+        let Tree {
+            root,
+            undecided,
+            terms,
+            out,
+            ..
+        } = self;
+        let mut cx = Cx {
+            store,
+            budget,
+            terms,
+            undecided,
+        };
         let mut produced = 0;
         let status = loop {
             if produced >= max_rows {
                 break Status::Full;
             }
-            match self.next(top, store, budget, mu, &mut out) {
+            match root.next(&mut cx, mu, out) {
                 Ok(true) => {
-                    rows.extend_from_slice(&out);
+                    rows.extend_from_slice(out);
                     produced += 1;
                 }
                 Ok(false) => break Status::Done,
                 Err(Expired) => break Status::Expired,
             }
         };
-        self.scratch[top] = out;
         (status, produced)
-    }
-
-    /// The next row of level `level` (0: the base scan) into `out` that
-    /// passes the level's filter.
-    fn next(
-        &mut self,
-        level: usize,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-    ) -> Result<bool, Expired> {
-        loop {
-            if !self.next_unfiltered(level, store, budget, mu, out)? {
-                return Ok(false);
-            }
-            if self.steps_keep(level, store, budget, out)? {
-                return Ok(true);
-            }
-        }
-    }
-
-    /// `row` through the level's steps: whether it is kept (BINDs set in place).
-    fn steps_keep(
-        &mut self,
-        level: usize,
-        store: &Store,
-        budget: &mut Budget,
-        row: &mut [i64],
-    ) -> Result<bool, Expired> {
-        let Chain {
-            steps,
-            terms,
-            undecided,
-            ..
-        } = self;
-        for step in &steps[level] {
-            match step {
-                Step::Atoms(atoms) => {
-                    if !atoms.iter().all(|atom| atom.holds(row)) {
-                        return Ok(false);
-                    }
-                }
-                Step::Condition(number, condition) => {
-                    let holds = match (Eval { store, terms, row }).test(condition) {
-                        Ok(holds) => holds,
-                        Err(Fail::Unknown) => {
-                            *undecided += 1;
-                            (budget.undecided)(*number, row)? != 0
-                        }
-                        Err(Fail::Error) => false,
-                    };
-                    if !holds {
-                        return Ok(false);
-                    }
-                }
-                Step::Extend(number, slot, value) => {
-                    let id = match (Eval { store, terms, row }).id(value) {
-                        Ok(id) => id,
-                        Err(_) => {
-                            *undecided += 1;
-                            (budget.undecided)(*number, row)?
-                        }
-                    };
-                    if id != 0 {
-                        if row[*slot] == 0 {
-                            row[*slot] = id;
-                        } else if row[*slot] != id {
-                            return Ok(false);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(true)
-    }
-
-    fn next_unfiltered(
-        &mut self,
-        level: usize,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-    ) -> Result<bool, Expired> {
-        if level == 0 {
-            return self.base.next(store, budget, mu, out);
-        }
-        let mut left_row = std::mem::take(&mut self.scratch[level - 1]);
-        let result = self.next_join(level, store, budget, mu, out, &mut left_row);
-        self.scratch[level - 1] = left_row;
-        result
-    }
-
-    fn next_join(
-        &mut self,
-        level: usize,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-        left_row: &mut [i64],
-    ) -> Result<bool, Expired> {
-        let is_index = matches!(self.joins[level - 1], Join::Index { .. });
-        if is_index {
-            loop {
-                if let Join::Index {
-                    right,
-                    current,
-                    in_right,
-                    ..
-                } = &mut self.joins[level - 1]
-                {
-                    if *in_right {
-                        if right.next(store, budget, current, out)? {
-                            return Ok(true);
-                        }
-                        *in_right = false;
-                    }
-                }
-                // the next left mapping (current keeps the old one until then)
-                let found = self.next(level - 1, store, budget, mu, left_row)?;
-                let Join::Index {
-                    right,
-                    current,
-                    has_current,
-                    in_right,
-                } = &mut self.joins[level - 1]
-                else {
-                    unreachable!()
-                };
-                if !take_left(found, left_row, current, has_current) {
-                    return Ok(false);
-                }
-                right.reset();
-                *in_right = true;
-            }
-        }
-        self.next_merge(level, store, budget, mu, out, left_row)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn next_merge(
-        &mut self,
-        level: usize,
-        store: &Store,
-        budget: &mut Budget,
-        mu: &[i64],
-        out: &mut [i64],
-        left_row: &mut [i64],
-    ) -> Result<bool, Expired> {
-        {
-            let Join::Merge {
-                key,
-                right,
-                right_offset,
-                has_current,
-                started,
-                finished,
-                pending,
-                cursor,
-                free,
-                group,
-                lookahead,
-                group_key,
-                ..
-            } = &mut self.joins[level - 1]
-            else {
-                unreachable!()
-            };
-            if *finished {
-                return Ok(false);
-            }
-            if !*started {
-                // the right side resolved under no bindings: its key is free
-                let zero = vec![0i64; mu.len()];
-                let [s, p, o] = right.resolve(&zero, free);
-                let key_slot = *key;
-                free.retain(|&(slot, _)| slot != key_slot); // the key comes from the left mapping
-                *cursor = store.search(s, p, o, *right_offset);
-                *lookahead = store.next(cursor);
-                group.clear();
-                *started = true;
-                if !next_group(
-                    store,
-                    budget,
-                    right_offset,
-                    group,
-                    group_key,
-                    lookahead,
-                    cursor,
-                )? {
-                    *finished = true;
-                    return Ok(false);
-                }
-                *pending = *has_current; // resumed in the middle of a left mapping
-            }
-        }
-        loop {
-            let need_left =
-                matches!(&self.joins[level - 1], Join::Merge { pending, .. } if !*pending);
-            if need_left {
-                let found = self.next(level - 1, store, budget, mu, left_row)?;
-                let Join::Merge {
-                    current,
-                    has_current,
-                    group_position,
-                    pending,
-                    finished,
-                    ..
-                } = &mut self.joins[level - 1]
-                else {
-                    unreachable!()
-                };
-                if !take_left(found, left_row, current, has_current) {
-                    *finished = true;
-                    return Ok(false);
-                }
-                *group_position = 0;
-                *pending = true;
-            }
-            let Join::Merge {
-                key,
-                right_offset,
-                current,
-                has_current,
-                group_position,
-                finished,
-                pending,
-                cursor,
-                free,
-                group,
-                group_key,
-                lookahead,
-                ..
-            } = &mut self.joins[level - 1]
-            else {
-                unreachable!()
-            };
-            let wanted = current[*key] as u64;
-            while *group_key < wanted {
-                if !next_group(
-                    store,
-                    budget,
-                    right_offset,
-                    group,
-                    group_key,
-                    lookahead,
-                    cursor,
-                )? {
-                    *has_current = false;
-                    current.iter_mut().for_each(|v| *v = 0);
-                    *finished = true;
-                    return Ok(false);
-                }
-            }
-            if *group_key == wanted && (*group_position as usize) < group.len() {
-                let t = group[*group_position as usize];
-                *group_position += 1;
-                bind(current, &t, free, out);
-                return Ok(true);
-            }
-            *pending = false;
-        }
     }
 }
 
@@ -1141,31 +998,4 @@ fn take_left(found: bool, left_row: &[i64], current: &mut [i64], has_current: &m
     }
     *has_current = found;
     found
-}
-
-/// Move to the next group of equal subjects; false when the right side is done.
-fn next_group(
-    store: &Store,
-    budget: &mut Budget,
-    right_offset: &mut u64,
-    group: &mut Vec<Triple>,
-    group_key: &mut u64,
-    lookahead: &mut Option<Triple>,
-    cursor: &mut Cursor,
-) -> Result<bool, Expired> {
-    *right_offset += group.len() as u64;
-    group.clear();
-    let Some(first) = *lookahead else {
-        return Ok(false);
-    };
-    *group_key = first[0];
-    while let Some(t) = *lookahead {
-        if t[0] != *group_key {
-            break;
-        }
-        budget.step()?;
-        group.push(t);
-        *lookahead = store.next(cursor);
-    }
-    Ok(true)
 }

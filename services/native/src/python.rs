@@ -1,8 +1,6 @@
 //! The Python module `quanta.native._core` (PyO3).
 
-use crate::exec::{
-    Atom, BaseSpec, Budget, Chain, Clock, Expired, JoinSpec, Operand, Pattern, Status,
-};
+use crate::exec::{Atom, Budget, Clock, Expired, Operand, Pattern, Spec, Status, Tree};
 use crate::expr::{Expr, Func};
 use crate::hdt::Hdt;
 use crate::index;
@@ -12,7 +10,7 @@ use crate::store::{Cursor, Store};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PySlice, PyString, PyTuple};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
@@ -123,61 +121,25 @@ impl NativeHdt {
         decoded(py, &buf)
     }
 
-    /// A native chain of a scan and joins (see `Pipeline`): `base` is a
-    /// pattern of codes (`id << 1` or `slot << 1 | 1`), a list of them (a
-    /// UNION of scans), or VALUES as `(slots, cells, rows)`; each join is `(0, pattern, 0)` (index loop
-    /// join), `(1, pattern, key slot)` (merge join) or `(2, [pattern, ..], 0)`
-    /// (an index loop join whose right side is a UNION of the patterns).
-    fn pipeline(
-        &self,
-        width: usize,
-        base: &Bound<'_, PyAny>,
-        joins: Vec<(u8, Bound<'_, PyAny>, usize)>,
-    ) -> PyResult<Pipeline> {
-        let check = |p: (i64, i64, i64)| -> PyResult<Pattern> {
-            for code in [p.0, p.1, p.2] {
-                if code & 1 == 1 && (code >> 1) as usize >= width {
-                    return Err(PyValueError::new_err(
-                        "pattern refers to an undeclared variable",
-                    ));
-                }
-            }
-            Ok(Pattern([p.0, p.1, p.2]))
-        };
-        let mut specs = Vec::new();
-        for (kind, right, key) in joins {
-            specs.push(match kind {
-                0 => JoinSpec::Index(check(right.extract()?)?),
-                1 if key < width => JoinSpec::Merge {
-                    key,
-                    right: check(right.extract()?)?,
-                },
-                2 => JoinSpec::IndexUnion(
-                    right
-                        .extract::<Vec<(i64, i64, i64)>>()?
-                        .into_iter()
-                        .map(check)
-                        .collect::<PyResult<_>>()?,
-                ),
-                _ => return Err(PyValueError::new_err("unknown join")),
-            });
-        }
-        let base = if let Ok(pattern) = base.extract::<(i64, i64, i64)>() {
-            BaseSpec::Scan(check(pattern)?)
-        } else if let Ok(patterns) = base.extract::<Vec<(i64, i64, i64)>>() {
-            BaseSpec::Union(patterns.into_iter().map(check).collect::<PyResult<_>>()?)
-        } else {
-            let (slots, cells, rows): (Vec<usize>, Vec<i64>, u64) = base.extract()?;
-            if slots.iter().any(|&s| s >= width) || cells.len() as u64 != slots.len() as u64 * rows
-            {
-                return Err(PyValueError::new_err("values: malformed rows"));
-            }
-            BaseSpec::Values { slots, cells, rows }
-        };
+    /// A plan to run natively (see `Pipeline`), described by nested tuples:
+    /// `("scan", pattern)` (a pattern: three codes, `id << 1` or `slot << 1 |
+    /// 1`), `("values", slots, cells, rows)`, `("union", [plan, ..])`,
+    /// `("join", left, right)` (index loop join), `("merge", left, pattern,
+    /// key slot)`, `("slice", input, offset, limit or None)`, `("filter",
+    /// input, atoms, condition, test)` and `("extend", input, slot, value,
+    /// compute)`. Atoms: `(same, (is_slot, value), (is_slot, value))`, the
+    /// comparisons of ids a FILTER starts with. A condition or value: an
+    /// expression tree (see `expression`), evaluated natively, the reference
+    /// function (`test(row)`: truth; `compute(row)`: a term id, 0 for none)
+    /// deciding the rows it cannot; `("p",)` to leave every row to the
+    /// reference; a condition None when the atoms are the whole FILTER.
+    fn pipeline(&self, width: usize, spec: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+        let mut undecided = Vec::new();
+        let spec = plan_spec(spec, width, &mut undecided)?;
         Ok(Pipeline {
             store: self.store.clone(),
-            chain: Chain::new(width, base, specs),
-            undecided: Vec::new(),
+            tree: Tree::new(width, spec),
+            undecided,
         })
     }
 
@@ -554,12 +516,12 @@ impl TripleCursor {
     }
 }
 
-/// A left-deep chain of a scan and joins run natively for a quantum's step
-/// budget; the engine's `NativeChain` operator drives it.
+/// A plan run natively for a quantum's step budget; the engine's
+/// `NativeTree` operator drives it.
 #[pyclass(module = "quanta.native._core")]
 pub struct Pipeline {
     store: Arc<Store>,
-    chain: Chain,
+    tree: Tree,
     /// per condition or BIND (by number), the Python function that decides
     /// what it cannot, and whether it gives a term id (a BIND's value) rather
     /// than a truth
@@ -572,148 +534,55 @@ pub const EXPIRED: u8 = 2;
 
 #[pymethods]
 impl Pipeline {
-    /// An empty buffer for this chain's rows.
+    /// An empty buffer for this plan's rows.
     fn rows(&self) -> Rows {
-        Rows::new(self.chain.width())
+        Rows::new(self.tree.width())
     }
 
     fn restart(&mut self) {
-        self.chain.restart();
-    }
-
-    /// Rows of chain level `level` (0: the base scan, k: after the k-th join)
-    /// must satisfy every `(same, (is_slot, value), (is_slot, value))`.
-    #[allow(clippy::type_complexity)]
-    fn add_filter(
-        &mut self,
-        level: usize,
-        atoms: Vec<(bool, (bool, i64), (bool, i64))>,
-    ) -> PyResult<()> {
-        let operand = |(is_slot, v): (bool, i64)| -> PyResult<Operand> {
-            if is_slot {
-                usize::try_from(v)
-                    .map(Operand::Slot)
-                    .map_err(|_| PyValueError::new_err("negative slot"))
-            } else {
-                Ok(Operand::Term(v))
-            }
-        };
-        let mut parsed = Vec::new();
-        for (same, a, b) in atoms {
-            parsed.push(Atom {
-                same,
-                a: operand(a)?,
-                b: operand(b)?,
-            });
-        }
-        self.chain
-            .add_filter(level, parsed)
-            .map_err(PyValueError::new_err)
-    }
-
-    /// Rows of chain level `level` must satisfy `condition` (an expression
-    /// tree: `("v", slot)`, `("t", term, id)`, `("n",)` for an error,
-    /// `("b", slot)` for BOUND, `("c", function, [args])`, `("r", text,
-    /// Regex)`), evaluated natively; `test(row)`, the reference, decides the
-    /// rows it cannot.
-    fn add_condition(
-        &mut self,
-        level: usize,
-        condition: &Bound<'_, PyAny>,
-        test: Py<PyAny>,
-    ) -> PyResult<()> {
-        let expr = expression(condition)?;
-        self.chain
-            .add_condition(level, expr)
-            .map_err(PyValueError::new_err)?;
-        self.undecided.push((test, false));
-        Ok(())
-    }
-
-    /// Rows of chain level `level` get `slot` bound to `value` (a tree as in
-    /// `add_condition`), evaluated natively; `compute(row)`, the reference,
-    /// gives the term id of a value that is no known term (0: unbound).
-    fn add_extend(
-        &mut self,
-        level: usize,
-        slot: usize,
-        value: &Bound<'_, PyAny>,
-        compute: Py<PyAny>,
-    ) -> PyResult<()> {
-        let expr = expression(value)?;
-        self.chain
-            .add_extend(level, slot, expr)
-            .map_err(PyValueError::new_err)?;
-        self.undecided.push((compute, true));
-        Ok(())
+        self.tree.restart();
     }
 
     fn reset(&mut self) {
-        self.chain.reset();
+        self.tree.reset();
     }
 
     /// Free the conditions' caches of decoded terms and memoized tests (a
     /// pooled plan keeps none).
     fn trim(&mut self) {
-        self.chain.trim();
+        self.tree.trim();
     }
 
-    /// Rows the native conditions and BINDs left to Python so far.
+    /// Rows the native conditions and BINDs left to the reference so far.
     #[getter]
     fn undecided(&self) -> u64 {
-        self.chain.undecided
+        self.tree.undecided
     }
 
-    fn state(&self) -> Vec<i64> {
-        self.chain.state()
+    /// The state in the Python operators' layout, and the positions in it of
+    /// the mapping cells that hold negative ids (terms outside the dictionary).
+    fn save(&self) -> (Vec<i64>, Vec<usize>) {
+        self.tree.save()
     }
 
-    fn load(&mut self, state: Vec<i64>) -> PyResult<()> {
-        self.chain.load(&state).map_err(PyValueError::new_err)
-    }
-
-    /// Append the state to `out` in the Python operators' layout; False (and
-    /// nothing appended) when a mapping holds a computed term (id < -fixed).
-    fn save_into(&self, out: &Bound<'_, PyList>, fixed: i64) -> PyResult<bool> {
-        match self.chain.saved_layout(fixed) {
-            Some(values) => {
-                for v in values {
-                    out.append(v)?;
-                }
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// Read the state from `state` (an iterator over a saved plan's values,
-    /// in the Python operators' layout) and load it; when a mapping holds a
-    /// computed term (id < -fixed), return the parsed state instead, for the
-    /// caller to map those ids and `load` it.
-    fn load_from(&mut self, state: &Bound<'_, PyAny>, fixed: i64) -> PyResult<Option<Vec<i64>>> {
-        let mut it = state.cast::<PyIterator>()?.clone();
+    /// Load a state in that layout (all of `state`); `restored(id)`, if given,
+    /// maps each negative id a mapping holds.
+    #[pyo3(signature = (state, restored = None))]
+    fn load(&mut self, state: Vec<i64>, restored: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         let mut failure: Option<PyErr> = None;
-        let mut next = || -> Result<i64, String> {
-            match it.next() {
-                Some(Ok(v)) => v.extract::<i64>().map_err(|e| e.to_string()),
-                Some(Err(e)) => {
-                    let text = e.to_string();
-                    failure = Some(e);
-                    Err(text)
-                }
-                None => Err("state shorter than the plan".into()),
-            }
+        let mut restore = |v: i64| -> Result<i64, String> {
+            let Some(f) = &restored else { return Ok(v) };
+            f.call1((v,)).and_then(|r| r.extract()).map_err(|e| {
+                let text = e.to_string();
+                failure = Some(e);
+                text
+            })
         };
-        let parsed = self.chain.parse_layout(&mut next, fixed);
+        let result = self.tree.load(&state, &mut restore);
         if let Some(e) = failure {
             return Err(e);
         }
-        let (values, foreign) = parsed.map_err(PyValueError::new_err)?;
-        if foreign {
-            return Ok(Some(values));
-        }
-        self.chain.load(&values).map_err(PyValueError::new_err)?;
-        Ok(None)
+        result.map_err(PyValueError::new_err)
     }
 
     /// Up to `max_rows` rows extending `mu`, appended to `into` (a new `Rows`
@@ -734,7 +603,7 @@ impl Pipeline {
         every: i64,
         into: Option<Bound<'py, Rows>>,
     ) -> PyResult<(Bound<'py, Rows>, u8)> {
-        let width = self.chain.width();
+        let width = self.tree.width();
         if mu.len() != width {
             return Err(PyValueError::new_err("input mapping of the wrong width"));
         }
@@ -811,7 +680,7 @@ impl Pipeline {
                 undecided: &mut ask,
             };
             let done = self
-                .chain
+                .tree
                 .run(&self.store, &mut budget, &mu, max_rows, &mut buffer.ids);
             quantum.setattr("budget", budget.steps)?;
             done
@@ -846,7 +715,137 @@ fn untracked(row: Bound<'_, PyTuple>) -> Bound<'_, PyTuple> {
     row
 }
 
-/// A condition's tree (see `Pipeline.add_condition`) compiled.
+/// A plan's nested tuples (see `NativeHdt.pipeline`) as a `Spec`; the
+/// reference functions of its conditions and BINDs pushed to `undecided` in
+/// the order `Tree::new` numbers them.
+fn plan_spec(
+    node: &Bound<'_, PyAny>,
+    width: usize,
+    undecided: &mut Vec<(Py<PyAny>, bool)>,
+) -> PyResult<Spec> {
+    let item = |i: usize| node.get_item(i);
+    let input = |undecided: &mut Vec<(Py<PyAny>, bool)>| -> PyResult<Box<Spec>> {
+        Ok(Box::new(plan_spec(&item(1)?, width, undecided)?))
+    };
+    let pattern = |p: Bound<'_, PyAny>| -> PyResult<Pattern> {
+        let (s, p, o): (i64, i64, i64) = p.extract()?;
+        for code in [s, p, o] {
+            if code & 1 == 1 && (code >> 1) as usize >= width {
+                return Err(PyValueError::new_err(
+                    "pattern refers to an undeclared variable",
+                ));
+            }
+        }
+        Ok(Pattern([s, p, o]))
+    };
+    // a condition's or value's tree; None for ("p",): the reference decides every row
+    let native = |tree: Bound<'_, PyAny>, target: Option<usize>| -> PyResult<Option<Expr>> {
+        if tree.get_item(0)?.extract::<String>()? == "p" {
+            return Ok(None);
+        }
+        let e = expression(&tree)?;
+        if e.max_slot().max(target).is_some_and(|s| s >= width) {
+            return Err(PyValueError::new_err(
+                "an expression refers to an undeclared variable",
+            ));
+        }
+        Ok(Some(e))
+    };
+    let tag: String = item(0)?.extract()?;
+    Ok(match tag.as_str() {
+        "scan" => Spec::Scan(pattern(item(1)?)?),
+        "values" => {
+            let (slots, cells, rows): (Vec<usize>, Vec<i64>, u64) = (
+                item(1)?.extract()?,
+                item(2)?.extract()?,
+                item(3)?.extract()?,
+            );
+            if slots.iter().any(|&s| s >= width) || cells.len() as u64 != slots.len() as u64 * rows
+            {
+                return Err(PyValueError::new_err("values: malformed rows"));
+            }
+            Spec::Values { slots, cells, rows }
+        }
+        "union" => Spec::Union(
+            item(1)?
+                .try_iter()?
+                .map(|b| plan_spec(&b?, width, undecided))
+                .collect::<PyResult<_>>()?,
+        ),
+        "join" => {
+            let left = input(undecided)?;
+            Spec::Join(left, Box::new(plan_spec(&item(2)?, width, undecided)?))
+        }
+        "merge" => {
+            let key: usize = item(3)?.extract()?;
+            if key >= width {
+                return Err(PyValueError::new_err(
+                    "merge join key is an undeclared variable",
+                ));
+            }
+            Spec::Merge {
+                left: input(undecided)?,
+                right: pattern(item(2)?)?,
+                key,
+            }
+        }
+        "slice" => Spec::Slice {
+            input: input(undecided)?,
+            offset: item(2)?.extract()?,
+            limit: item(3)?.extract()?,
+        },
+        "filter" => {
+            let input = input(undecided)?;
+            let mut atoms = Vec::new();
+            for a in item(2)?.try_iter()? {
+                #[allow(clippy::type_complexity)]
+                let (same, a, b): (bool, (bool, i64), (bool, i64)) = a?.extract()?;
+                atoms.push(Atom {
+                    same,
+                    a: operand(a, width)?,
+                    b: operand(b, width)?,
+                });
+            }
+            let condition = item(3)?;
+            let condition = if condition.is_none() {
+                None
+            } else {
+                let native = native(condition, None)?;
+                undecided.push((item(4)?.unbind(), false));
+                Some(native)
+            };
+            Spec::Filter {
+                input,
+                atoms,
+                condition,
+            }
+        }
+        "extend" => {
+            let input = input(undecided)?;
+            let slot: usize = item(2)?.extract()?;
+            let value = native(item(3)?, Some(slot))?;
+            undecided.push((item(4)?.unbind(), true));
+            Spec::Extend { input, slot, value }
+        }
+        other => return Err(PyValueError::new_err(format!("no operator {other:?}"))),
+    })
+}
+
+/// One side of an atom: a slot (below `width`) or a term id.
+fn operand((is_slot, v): (bool, i64), width: usize) -> PyResult<Operand> {
+    if !is_slot {
+        return Ok(Operand::Term(v));
+    }
+    match usize::try_from(v) {
+        Ok(slot) if slot < width => Ok(Operand::Slot(slot)),
+        _ => Err(PyValueError::new_err(
+            "filter refers to an undeclared variable",
+        )),
+    }
+}
+
+/// An expression tree compiled: `("v", slot)`, `("t", term, id)`, `("n",)` for an
+/// error, `("b", slot)` for BOUND, `("c", function, [args])`, `("r", text, Regex)`.
 fn expression(node: &Bound<'_, PyAny>) -> PyResult<Expr> {
     let tag: String = node.get_item(0)?.extract()?;
     Ok(match tag.as_str() {

@@ -21,8 +21,8 @@ class Context:
     quantum: Quantum
     terms: TermTable
     width: int  # number of variable slots
-    # how many more solutions the page takes (None: no bound); native chains
-    # size their batches so as never to read further than the Python operators would
+    # how many more solutions the page takes (None: no bound); a native plan
+    # sizes its batches so as never to read further than the Python operators would
     wanted: Callable[[], int | None] = _unbounded
 
     def widen(self, values: list[int] | tuple[int, ...]) -> Mapping:

@@ -19,7 +19,7 @@ from xml.sax.saxutils import quoteattr
 
 from quanta.engine import progress
 from quanta.engine.context import _unbounded
-from quanta.engine.operators.native import NativeChain
+from quanta.engine.operators.native import NativeTree
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
@@ -147,7 +147,7 @@ def _execute(
         saved_next = plan.save()
         stats.suspend_ms = _ms(before)
         stats.plan_bytes = len(saved_next)
-        stats.progress = progress.estimate(plan)  # after saving: a native chain's state is then exact
+        stats.progress = progress.estimate(plan)  # after saving: a native plan's state is then exact
     else:
         stats.progress = 1.0
     page = Page(
@@ -273,10 +273,10 @@ def run(
 ) -> tuple[Sequence[Mapping], bool]:
     """Pull mappings until the plan is exhausted (True) or suspended (False):
     the quantum expired or the page is full. The rows: a list, or when the whole
-    plan is one native chain, its buffer of ids (no Python object per row)."""
+    plan runs natively, its buffer of ids (no Python object per row)."""
     if plan.form == ASK:
         max_results = max_bytes = None
-    native = plan.root if isinstance(plan.root, NativeChain) else None
+    native = plan.root if isinstance(plan.root, NativeTree) else None
     rows = native.rows() if native is not None else []
     page = PageLimit(plan, rows, max_results, max_bytes)
     plan.ctx.wanted = page.wanted if page.limit() != math.inf else _unbounded

@@ -196,7 +196,7 @@ POOL = PlanPool()
 
 
 def _executable(root: Operator, ctx: Context) -> Operator:
-    """The tree that runs: on the native store, its scan/join chains run natively."""
+    """The tree that runs: on the native store, all of it natively."""
     return nativize(root, ctx) if native_execution(ctx) else root
 
 

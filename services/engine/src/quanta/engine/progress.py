@@ -1,7 +1,7 @@
 """How far a suspended plan has come: an estimated fraction done, 0..1.
 
 Computed once per quantum, when the plan suspends (after its state is saved, so a
-native chain's state is exact), from the state alone: the scans' offsets, the
+native plan's state is exact), from the state alone: the scans' offsets, the
 mappings the joins are running for, and HDT's exact count of a pattern's triples
 (`TripleStore.estimate`, a lookup in the indexes: no scan). A completed plan is 1.0.
 
@@ -38,7 +38,7 @@ to quantum, and 1.0 exactly at the end.
 from __future__ import annotations
 
 from quanta.engine.operators import Extend, Filter, IndexJoin, MergeJoin, Operator, Scan, Slice, Union, Values
-from quanta.engine.operators.native import NativeChain
+from quanta.engine.operators.native import NativeTree
 from quanta.engine.plan import Plan
 from quanta.engine.storage import TripleStore
 from quanta.sparql.term_table import Mapping
@@ -52,8 +52,8 @@ def estimate(plan: Plan) -> float:
 def fraction(op: Operator, mu: Mapping, inner: float | None) -> float:
     """How much of `op`'s run under `mu` is done. `inner`: how far the consumer has got with
     the last mapping `op` handed it (None: the consumer holds none; what was handed is done)."""
-    if isinstance(op, NativeChain):
-        return _chain(op, mu, inner)
+    if isinstance(op, NativeTree):
+        return _native(op, mu, inner)
     if isinstance(op, Scan):
         return _scan(op.ctx.store, op, mu, op.offset, inner)
     if isinstance(op, IndexJoin):
@@ -86,7 +86,7 @@ def fraction(op: Operator, mu: Mapping, inner: float | None) -> float:
 def weight(op: Operator, mu: Mapping) -> int:
     """What `op` reads first under `mu`: its driving scan's count (a UNION's: its branches'),
     a VALUES's rows. A UNION's branches weigh this much each."""
-    if isinstance(op, NativeChain):
+    if isinstance(op, NativeTree):
         return weight(op.inner, mu)
     if isinstance(op, Scan):
         return op.ctx.store.estimate(*op.resolve(mu)[0])
@@ -137,8 +137,8 @@ def _union(op: Union, mu: Mapping, inner: float | None) -> float:
     return _clamp((sum(weights[: op.active]) + weights[op.active] * running) / total)
 
 
-def _chain(chain: NativeChain, mu: Mapping, inner: float | None) -> float:
-    """A native chain's state lives in Rust: copied into its Python operators' attributes
-    (`NativeChain.to_python`), it is read by the same formulas as theirs."""
-    chain.to_python()
-    return fraction(chain.inner, mu, inner)
+def _native(tree: NativeTree, mu: Mapping, inner: float | None) -> float:
+    """A native plan's state lives in Rust: copied into its Python operators' attributes
+    (`NativeTree.to_python`), it is read by the same formulas as theirs."""
+    tree.to_python()
+    return fraction(tree.inner, mu, inner)

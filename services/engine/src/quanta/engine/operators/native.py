@@ -1,25 +1,24 @@
-"""Native execution of a plan's hot subtree: a left-deep chain of a scan (or
-VALUES, or a UNION of scans) and joins whose right sides are scans (index
-loop joins, merge joins; an index loop join's may be a UNION of scans), with the FILTERs and BINDs between them, run by
-`quanta.native.Pipeline` over the native store.
+"""Native execution of a whole plan: the Python operators' tree, described to
+`quanta.native.Pipeline` (`spec`), runs in Rust over the native store: scans,
+index loop and merge joins, UNION, VALUES, OFFSET/LIMIT, FILTER and BIND.
 
 A FILTER runs natively as comparisons of ids (`atom`) and a condition, a BIND
 as a value, that the native core evaluates (`native_condition`: the functions
 of `NATIVE_FUNCTIONS`, REGEX with a constant pattern). What it does not
 decide exactly (decimal arithmetic, an overflow, a term outside the
 dictionary; for a BIND, a value that is no term of the dictionary or the
-query) the Python operator's own function decides, for that row: a BIND's
-gives the value its id in the plan's term table.
+query), and every row of an expression with a function it lacks, the Python
+operator's own function decides, for that row: a BIND's gives the value its
+id in the plan's term table.
 
-The chain keeps its Python operators (`inner`) for what does not run: the
-static description, the saved state's layout and its validation. Rust runs
-the iteration step for step as those operators would (same rows, same order,
-same steps counted, same state), for up to a batch of rows at a time; the
-state goes to and from the Python operators' attributes only when the plan is
-loaded or saved. A batch ends right after its last row, so a consumer that
+The tree keeps its Python operators (`inner`) for what does not run: the
+static description, and the reference the tests compare with. Rust runs the
+iteration step for step as those operators would (same rows, same order,
+same steps counted, same state, saved in their layout), for up to a batch of
+rows at a time. A batch ends right after its last row, so a consumer that
 takes every row leaves the native state exact; one that stops inside a batch
-(a full page, a Python operator above running out of time) is handled by
-rewinding to the batch's start and replaying the rows it took.
+(a full page) is handled by rewinding to the batch's start and replaying the
+rows it took.
 """
 
 from __future__ import annotations
@@ -64,58 +63,16 @@ class _Unlimited:
         self.budget = 1 << 62
 
 
-class NativeChain(Operator):
-    __slots__ = ("batch", "demand", "inner", "levels", "pending", "pipeline")
+class NativeTree(Operator):
+    __slots__ = ("batch", "demand", "fixed", "inner", "pending", "pipeline")
 
-    def __init__(self, ctx: Context, inner: Operator, demand: Demand | None = None) -> None:
+    def __init__(self, ctx: Context, inner: Operator, demand: Demand) -> None:
         super().__init__(ctx)
         self.inner = inner
-        # demand: at most how many rows the operators above will pull (None: no
-        # bound), so a batch never reads further than they would; None for the
-        # left side of a Python join, which works (and counts steps) between two
-        # of our rows: rows go one at a time there
-        self.demand = demand
-        self.batch = FIRST_BATCH if demand is not None else 1
-        levels: list[Operator] = []
-        posts: list[list[Filter | Extend]] = []  # each level's FILTERs and BINDs, from the top down
-        above: list[Filter | Extend] = []
-        op = inner
-        while True:
-            if isinstance(op, Filter | Extend):
-                above.append(op)
-                op = op.input
-                continue
-            if isinstance(op, IndexJoin):  # the right side's apply to the join's rows, below those above it
-                above += _peel(op.right)[0]
-            levels.append(op)
-            posts.append(above)
-            above = []
-            if isinstance(op, Scan | Values) or _scans(op) is not None:
-                break
-            op = op.left  # type: ignore[attr-defined]
-        levels.reverse()
-        posts.reverse()
-        self.levels = levels  # the base scan, then each join bottom up (filters and BINDs hold no state)
-        joins = [_join_spec(j) for j in levels[1:]]
-        base = levels[0]
-        if isinstance(base, Scan):
-            start: Any = base.pattern
-        elif isinstance(base, Values):
-            start = _values(base)
-        else:
-            start = [b.pattern for b in base.branches]  # type: ignore[attr-defined]
-        self.pipeline = ctx.store.hdt.pipeline(ctx.width, start, joins)  # type: ignore[attr-defined]
-        for level, ops in enumerate(posts):
-            for post in reversed(ops):  # bottom up: a BIND's slot is bound for what is above it
-                if isinstance(post, Extend):
-                    tree = native_condition(post.expression, ctx)
-                    self.pipeline.add_extend(level, post.slot, tree, post.value)
-                    continue
-                atoms, tree = split_condition(post, ctx)  # type: ignore[misc]
-                if atoms:
-                    self.pipeline.add_filter(level, atoms)
-                if tree is not None:  # after the atoms: the Python test decides a whole row
-                    self.pipeline.add_condition(level, tree, post.test)
+        self.demand = demand  # at most how many rows the page still wants (None: no bound)
+        self.batch = FIRST_BATCH
+        self.fixed = len(ctx.terms.extra)  # the static plan's terms (`quanta.engine.plan.Plan.fixed_terms`)
+        self.pipeline = ctx.store.hdt.pipeline(ctx.width, spec(inner, ctx))  # type: ignore[attr-defined]
         # while a batch is being handed out: [state before it, rows taken, rows in it, input mapping]
         self.pending: list | None = None  # type: ignore[type-arg]
 
@@ -128,19 +85,19 @@ class NativeChain(Operator):
             self.pending = None
 
     def rows(self) -> Rows:
-        """An empty buffer for this chain's rows (`quanta.native._core.Rows`)."""
+        """An empty buffer for this plan's rows (`quanta.native._core.Rows`)."""
         return self.pipeline.rows()
 
     def batches(self, mu: Mapping, into: Rows) -> Iterator[None]:
         """Appends the rows to `into` a batch at a time, and yields after each, for a consumer
-        that takes each batch whole (`execute.run` when the whole plan is this chain): no
-        Python object and no step per row, and the native state stays exact."""
+        that takes each batch whole (`execute.run`): no Python object and no step per row,
+        and the native state stays exact."""
         for _ in self._runs(mu, into):
             yield
 
     def _runs(self, mu: Mapping, into: Rows | None = None) -> Iterator[tuple[list[int], Rows]]:
         """(state before the batch, the rows: a new buffer of the batch, or `into` with the
-        batch appended), as long as the chain runs."""
+        batch appended), as long as the plan runs."""
         pipeline = self.pipeline
         quantum = self.ctx.quantum
         native_clock = type(quantum) is Quantum
@@ -149,11 +106,10 @@ class NativeChain(Operator):
         demand = self.demand
         while True:
             step = size  # what the demand leaves of it: a page that wants one row gets one, and grows again
-            if demand is not None:
-                wanted = demand()
-                if wanted is not None:
-                    step = max(1, min(size, wanted))
-            start = pipeline.state()
+            wanted = demand()
+            if wanted is not None:
+                step = max(1, min(size, wanted))
+            start = pipeline.save()[0]
             before = len(into) if into is not None else 0
             left = quantum.deadline - perf_counter() if native_clock else None
             rows, status = pipeline.run(mu, step, quantum, QuantumExpired, left, CHECK_EVERY, into)
@@ -163,8 +119,7 @@ class NativeChain(Operator):
                 raise QuantumExpired
             if status == DONE:
                 return
-            if size > 1:
-                size = min(size * 2, MAX_BATCH)
+            size = min(size * 2, MAX_BATCH)
 
     def _settle(self) -> None:
         """If a consumer stopped inside a batch, move the native state back to
@@ -178,39 +133,27 @@ class NativeChain(Operator):
     def save_state(self, out: list[int], saver: TermSaver) -> None:
         self._settle()
         self.pipeline.trim()  # the conditions' caches live for a quantum: a pooled plan keeps none
-        # the whole layout natively, unless a mapping holds a computed term
-        # (which the saver renumbers): then through the Python operators
-        if not self.pipeline.save_into(out, saver.fixed):
-            self.to_python()
-            self.inner.save_state(out, saver)
+        values, foreign = self.pipeline.save()
+        for i in foreign:  # computed terms, which the saver renumbers
+            values[i] = saver.id(values[i])
+        out += values
 
     def to_python(self) -> None:
-        """The native state into the Python operators' attributes (for their saved layout,
-        or to read it as theirs: `quanta.engine.progress`)."""
-        state = self.pipeline.state()
-        width = self.ctx.width
-        i = _scans_to_python(self.levels[0], state, 0)
-        for join in self.levels[1:]:
-            current = tuple(state[i + 1 : i + 1 + width]) if state[i] else None
-            join.current = current  # type: ignore[attr-defined]
-            i += 1 + width
-            if isinstance(join, MergeJoin):
-                join.group_position, join.right.offset = state[i], state[i + 1]
-                i += 2
-                continue
-            i = _scans_to_python(_peel(join.right)[1], state, i)  # type: ignore[attr-defined]
+        """The native state into the Python operators' attributes (to read it as theirs:
+        `quanta.engine.progress`), through the saved layout both share."""
+        terms = self.ctx.terms
+        saver = terms.saver(self.fixed)
+        state: list[int] = []
+        self.save_state(state, saver)
+        terms.restore_terms(self.fixed, saver.extra)
+        self.inner.load_state(iter(state))
 
     def load_state(self, state: State) -> None:
-        # parsed and checked natively; mappings holding terms outside the
-        # dictionary (negative ids: renumbered in saved states) are mapped here
+        # checked natively; mappings' negative ids (renumbered in saved states) are mapped here
         self.pending = None
-        foreign = self.pipeline.load_from(state, 0)
-        if foreign is not None:
-            restored = self.ctx.terms.restored
-            self.pipeline.load([restored(v) if v < 0 else v for v in foreign])
+        self.pipeline.load(list(state), self.ctx.terms.restored)
 
     def reset(self) -> None:
-        self.inner.reset()
         self.pending = None
         self.pipeline.reset()
 
@@ -229,77 +172,32 @@ def native_execution(ctx: Context) -> bool:
     return hasattr(ctx.store, "hdt") and hasattr(ctx.store.hdt, "pipeline") and os.environ.get(NATIVE_EXEC_ENV) != "0"
 
 
-def _values(op: Values) -> tuple[list[int], list[int], int]:
-    """VALUES as the native chain's base: (slots, cells, rows)."""
-    return op.slots, [v for row in op.rows for v in row], len(op.rows)
+REFERENCE = ("p",)  # a condition or value the reference decides for every row
+Spec = tuple[Any, ...]
 
 
-def _peel(op: Operator) -> tuple[list[Filter | Extend], Operator]:
-    """An index join's right side: its FILTERs and BINDs from the top down, and what is below
-    them (a scan, or a UNION of scans, in a chain). The join's rows are the right side's, so
-    those apply to the join's rows (and keep no state)."""
-    found: list[Filter | Extend] = []
-    while isinstance(op, Filter | Extend):
-        found.append(op)
-        op = op.input
-    return found, op
-
-
-def _scans_to_python(op: Operator, state: list[int], i: int) -> int:
-    """A scan's, VALUES' or UNION of scans' state from `state[i:]` into its attributes;
-    where the next one starts."""
-    if isinstance(op, Union):
-        op.active = state[i]
-        for branch in op.branches:
-            branch.offset = state[i + 1]  # type: ignore[attr-defined]
-            i += 1
-        return i + 1
+def spec(op: Operator, ctx: Context) -> Spec:
+    """The plan as `quanta.native._core.NativeHdt.pipeline` reads it."""
+    if isinstance(op, Scan):
+        return ("scan", op.pattern)
     if isinstance(op, Values):
-        op.position = state[i]
-    else:
-        op.offset = state[i]  # type: ignore[attr-defined]
-    return i + 1
-
-
-def _scans(op: Operator) -> list[Scan] | None:
-    """A UNION's branches when they are all scans (and there are some)."""
-    if isinstance(op, Union) and op.branches and all(isinstance(b, Scan) for b in op.branches):
-        return op.branches  # type: ignore[return-value]
-    return None
-
-
-def _join_spec(join: Operator) -> tuple[int, Any, int]:
-    """A join of the chain as `Pipeline` takes it (see `quanta.native._core.NativeHdt.pipeline`)."""
-    if isinstance(join, MergeJoin):
-        return 1, join.right.pattern, join.key
-    right = _peel(join.right)[1]  # type: ignore[attr-defined]
-    scans = _scans(right)
-    if scans is not None:
-        return 2, [b.pattern for b in scans], 0
-    return 0, right.pattern, 0  # type: ignore[attr-defined]
-
-
-def _native(op: Filter | Extend, ctx: Context) -> bool:
-    if isinstance(op, Extend):
-        return native_condition(op.expression, ctx) is not None
-    return split_condition(op, ctx) is not None
-
-
-def chain_of(op: Operator, ctx: Context) -> bool:
-    """A scan, VALUES or a UNION of scans, or a join of such a chain with a scan or a
-    UNION of scans (under FILTERs and BINDs), or a FILTER or BIND of one, when the
-    native core evaluates those."""
-    if isinstance(op, Scan | Values) or _scans(op) is not None:
-        return True
+        return ("values", op.slots, [v for row in op.rows for v in row], len(op.rows))
+    if isinstance(op, Union):
+        return ("union", [spec(b, ctx) for b in op.branches])
     if isinstance(op, IndexJoin):
-        over, right = _peel(op.right)
-        scans = isinstance(right, Scan) or _scans(right) is not None
-        return scans and all(_native(r, ctx) for r in over) and chain_of(op.left, ctx)
+        return ("join", spec(op.left, ctx), spec(op.right, ctx))
     if isinstance(op, MergeJoin):
-        return chain_of(op.left, ctx)
-    if isinstance(op, Filter | Extend):
-        return _native(op, ctx) and chain_of(op.input, ctx)
-    return False
+        return ("merge", spec(op.left, ctx), op.right.pattern, op.key)
+    if isinstance(op, Slice):
+        return ("slice", spec(op.input, ctx), op.offset, op.limit)
+    if isinstance(op, Extend):
+        value = native_condition(op.expression, ctx) or REFERENCE
+        return ("extend", spec(op.input, ctx), op.slot, value, op.value)
+    if isinstance(op, Filter):
+        split = split_condition(op, ctx)
+        atoms, condition = split if split is not None else ([], REFERENCE)
+        return ("filter", spec(op.input, ctx), atoms, condition, op.test)
+    raise TypeError(f"no native operator for {type(op).__name__}")
 
 
 Atom = tuple[bool, tuple[bool, int], tuple[bool, int]]  # (same, (is slot, value), (is slot, value))
@@ -427,44 +325,6 @@ def _native_regex(args: Sequence[pb.Expr], ctx: Context) -> Tree | None:
     return ("r", text, compiled)
 
 
-PAGE: Demand = lambda: None  # noqa: E731  (a marker: "the page's demand", looked up from ctx)
-
-
-def nativize(op: Operator, ctx: Context, rerun: bool = False, demand: Demand | None = PAGE) -> Operator:
-    """`op` with its largest native chains run natively. Parts that run again
-    for every mapping of a Python join (`rerun`) stay in Python: there a
-    chain is short and its per-run overhead would dominate. `demand` bounds
-    the rows the operators above pull (the page's, narrowed by a slice; None
-    below the left side of a Python join: one row at a time)."""
-    if demand is PAGE:
-        demand = ctx_wanted(ctx)
-    if not rerun and chain_of(op, ctx):
-        return NativeChain(ctx, op, demand)
-    if isinstance(op, IndexJoin):
-        op.left = nativize(op.left, ctx, rerun, None)
-        op.right = nativize(op.right, ctx, True, demand)
-    elif isinstance(op, MergeJoin):
-        op.left = nativize(op.left, ctx, rerun, None)
-    elif isinstance(op, Slice):
-        op.input = nativize(op.input, ctx, rerun, None if demand is None else sliced(op, demand))
-    elif hasattr(op, "input"):
-        op.input = nativize(op.input, ctx, rerun, demand)
-    elif hasattr(op, "branches"):
-        op.branches = [nativize(b, ctx, rerun, demand) for b in op.branches]
-    return op
-
-
-def ctx_wanted(ctx: Context) -> Demand:
-    return lambda: ctx.wanted()
-
-
-def sliced(op: Slice, above: Demand) -> Demand:
-    """A slice pulls what it skips and at most what it still emits."""
-
-    def demand() -> int | None:
-        wanted, remaining = above(), op.remaining
-        if remaining is not None:
-            wanted = remaining if wanted is None else min(wanted, remaining)
-        return None if wanted is None else op.skip + wanted
-
-    return demand
+def nativize(op: Operator, ctx: Context) -> NativeTree:
+    """The plan `op` roots, run natively; the page's demand bounds each batch."""
+    return NativeTree(ctx, op, lambda: ctx.wanted())
