@@ -124,7 +124,7 @@ def check(text: str, bounds: ParseLimits | None = None) -> int:
     """Refuse, before any parser, a text past the limits or with what is not a character;
     the deepest nesting of brackets it has."""
     bounds = bounds or limits()
-    bad = _NOT_TEXT.search(text)
+    bad = None if text.isascii() and "\\" not in text else _NOT_TEXT.search(text)
     if bad is not None:
         line, column = _position(text, bad.start())
         found = bad.group()
@@ -146,16 +146,20 @@ def check(text: str, bounds: ParseLimits | None = None) -> int:
                     )
         elif kind == "close":
             depth -= 1
-        elif kind == "op" or (kind == "word" and match.group().upper() in _COMBINATORS):
-            operators += 1
-        if kind == "word":
+        elif kind == "word":
             word = match.group()
+            upper = word.upper()
+            if upper in _COMBINATORS:
+                operators += 1
             if counted is not None and word.isdigit() and int(word) > MAX_INTEGER:
                 raise QueryTooComplex(
                     f"{counted} {word} is past the largest {counted} this service takes ({MAX_INTEGER})", counted
                 )
-            counted = word.upper() if word.upper() in _COUNTED else None
-        elif kind != "skip":
+            counted = upper if upper in _COUNTED else None
+            continue
+        elif kind == "op":
+            operators += 1
+        if kind != "skip":
             counted = None
     if operators > bounds.max_operators:
         raise QueryTooComplex(

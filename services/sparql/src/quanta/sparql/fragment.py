@@ -171,12 +171,13 @@ def _walk(node: Any) -> Iterator[str]:
             yield operator
         if node.name in _OPAQUE:
             return
-        for key, value in node.items():
-            if not key.startswith("_") and not (key == "A" and node.name == "AggregateJoin"):
+        for key, value in node.items():  # terms (str) are leaves: no call for them
+            if not isinstance(value, str) and key[0] != "_" and not (key == "A" and node.name == "AggregateJoin"):
                 yield from _walk(value)
     elif isinstance(node, list | tuple):
         for item in node:
-            yield from _walk(item)
+            if not isinstance(item, str):
+                yield from _walk(item)
 
 
 def _chain(term: Any) -> bool:

@@ -68,7 +68,7 @@ class RdfTerm(str):
         return not self == other
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, str(self)))
+        return str.__hash__(self) ^ hash(type(self))  # the kind too: Var("x") != LiteralTerm("x")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str.__repr__(self)})"

@@ -244,9 +244,10 @@ def _nesting(node: Any) -> int:
         value, depth = stack.pop()
         if isinstance(value, dict):  # AlgebraNode
             deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for k, v in value.items() if not k.startswith("_"))
+            # terms (str) are leaves: not pushed, the walk visits only what may hold nodes
+            stack.extend((v, depth + 1) for k, v in value.items() if not isinstance(v, str) and k[0] != "_")
         elif isinstance(value, list | tuple):
-            stack.extend((v, depth) for v in value)
+            stack.extend((v, depth) for v in value if not isinstance(v, str))
     return deepest
 
 

@@ -17,6 +17,8 @@ from quanta.engine.storage.version import file_version
 from quanta.native import INDEX_SUFFIX, NativeHdt, build_index
 from quanta.sparql.terms import spellings
 
+LOCATED = 65_536  # terms whose id a store remembers (a query's constants repeat: predicates, types)
+
 
 def index_path(path: str) -> str:
     return path + INDEX_SUFFIX
@@ -52,6 +54,7 @@ class NativeStore:
         self.estimate = hdt.estimate  # type: ignore[method-assign]
         self.extract = hdt.extract  # type: ignore[method-assign]
         self.extract_many = hdt.extract_many
+        self._located: dict[str, int] = {}
 
     def search(self, s: int, p: int, o: int, offset: int = 0) -> Iterator[Triple]:
         return self.hdt.search(s, p, o, offset)
@@ -68,11 +71,13 @@ class NativeStore:
         return not (s and o and not p)
 
     def locate(self, term: str) -> int:
-        for spelling in spellings(term):
-            gid = self.hdt.locate(spelling)
-            if gid:
-                return gid
-        return 0
+        gid = self._located.get(term)
+        if gid is None:
+            gid = next((g for g in map(self.hdt.locate, spellings(term)) if g), 0)
+            if len(self._located) >= LOCATED:
+                self._located.clear()  # a file's dictionary never changes: forgetting only costs lookups
+            self._located[term] = gid
+        return gid
 
     def extract(self, gid: int) -> str:
         return self.hdt.extract(gid)
