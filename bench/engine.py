@@ -1049,7 +1049,7 @@ def plot(result: dict[str, Any]) -> str | None:
 
 
 def prepare_hdt(data: Path, name: str) -> Path:
-    """A private copy of the HDT file (pyHDT writes its side index next to it)."""
+    """A private copy of the HDT file (the native store writes its side index next to it)."""
     source = data / f"watdiv-{name}.hdt"
     copy = WORK / source.name
     if not copy.exists() or copy.stat().st_size != source.stat().st_size:
@@ -1058,20 +1058,20 @@ def prepare_hdt(data: Path, name: str) -> Path:
 
 
 def bench_dataset(name: str, args: argparse.Namespace, data: Path) -> tuple[dict[str, Any], list[str]]:
-    from quanta.engine.storage import backend_name, open_store
+    from quanta.engine.storage import open_store
 
     started = time.perf_counter()
     load_start = round(os.getloadavg()[0], 2)
     failures: list[str] = []
     path = prepare_hdt(data, name)
-    store = open_store(str(path), backend=args.backend)
+    store = open_store(str(path))
     basic = basic_queries(data, args.quick)
     stress = stress_queries(data)
     if args.quick:
         truth_all = ground_truth(data)
         stress = [q for q in stress if truth_all.get(q.name, (0, 0))[1] >= 0.01]
     truth = ground_truth(data) if name == "1m" else None
-    result: dict[str, Any] = {"hdt": str(path), "triples": store.triples, "backend": backend_name(args.backend)}
+    result: dict[str, Any] = {"hdt": str(path), "triples": store.triples}
 
     ox = None
     if name not in args.no_oxigraph:
@@ -1122,7 +1122,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", help="comma-separated WatDiv sizes (default 1m,10m; --quick: 1m)")
     parser.add_argument("--quick", action="store_true", help="smoke run: one query per template, fewer repeats")
-    parser.add_argument("--backend", help="storage backend (native or pyhdt; default: $QUANTA_BACKEND, else native)")
     parser.add_argument("--out", type=Path, help="JSON output (default bench/results/engine.json; --quick: /tmp)")
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("QUANTA_WATDIV", DEFAULT_DATA)))
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite the engine block of docs/benchmarks.md")

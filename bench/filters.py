@@ -1,11 +1,10 @@
 """FILTERs over the friendOf/likes join on watdiv-1m (509,125 rows before the filter), in
-process at an infinite quantum, three ways side by side in one run:
+process at an infinite quantum, two ways side by side in one run:
 
 - *native*: the condition evaluated natively (src/expr.rs), inside the native plan;
 - *Python filter*: the same native plan, its comparisons of ids native, the rest of the
   condition decided by the Python test for every row (what a FILTER costs whose
-  function the native evaluator lacks);
-- *Python operators*: every operator in Python (QUANTA_NATIVE_EXEC=0).
+  function the native evaluator lacks).
 
     python bench/filters.py [--runs 3]
 
@@ -18,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -30,7 +28,7 @@ from typing import Any
 import benchlib  # bench/, the script's own folder
 
 from quanta.engine.execute import run
-from quanta.engine.operators import native
+from quanta.engine.operators import expression
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import open_store
@@ -68,13 +66,13 @@ def timed(store: Any, query: str, runs: int) -> tuple[int, float]:
     return rows, statistics.median(cpus)
 
 
-def atoms_only(op: Any, ctx: Any) -> Any:
+def atoms_only(op: Any) -> Any:
     """A FILTER's comparisons of ids natively, the rest by the Python test for every row."""
-    split = ORIGINAL(op, ctx)
+    split = ORIGINAL(op)
     return split if split is None or split[1] is None else None
 
 
-ORIGINAL = native.split_condition
+ORIGINAL = expression.split_condition
 
 
 def measure(store: Any, runs: int) -> dict[str, Any]:
@@ -83,15 +81,13 @@ def measure(store: Any, runs: int) -> dict[str, Any]:
     for name, condition in QUERIES.items():
         query = f"SELECT * WHERE {{ {JOIN} {f'FILTER({condition})' if condition else ''} }}"
         figures: dict[str, Any] = {}
-        for mode in ("native", "Python filter", "Python operators"):
-            native.split_condition = atoms_only if mode == "Python filter" else ORIGINAL
-            os.environ[native.NATIVE_EXEC_ENV] = "0" if mode == "Python operators" else "1"
+        for mode in ("native", "Python filter"):
+            expression.split_condition = atoms_only if mode == "Python filter" else ORIGINAL
             rows, cpu = timed(store, query, runs)
             join_rows = join_rows or rows
             figures[mode] = {"rows": rows, "cpu_s": round(cpu, 4), "input_rows_per_s": round(join_rows / cpu)}
             print(f"{name}, {mode}: {rows:,} rows, {join_rows / cpu / 1e6:.2f} M input rows/s", file=sys.stderr)
-        native.split_condition = ORIGINAL
-        os.environ.pop(native.NATIVE_EXEC_ENV, None)
+        expression.split_condition = ORIGINAL
         assert len({f["rows"] for f in figures.values()}) == 1, f"{name}: the modes differ"
         out[name] = figures
     return out
@@ -108,20 +104,17 @@ def render(r: dict[str, Any]) -> str:
         f"`run()` at an infinite quantum (median of {r['runs']}): millions of the join's rows (the filter's "
         "input) per CPU second, and the rows that pass.",
         "",
-        "| FILTER | rows out | native | Python filter | Python operators | native / Python filter |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| FILTER | rows out | native | Python filter | native / Python filter |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, f in r["filters"].items():
         rate = {mode: f[mode]["input_rows_per_s"] / 1e6 for mode in f}
-        if name == next(iter(QUERIES)):  # no filter: the first two modes are one
-            lines.append(
-                f"| {name} | {f['native']['rows']:,} | {rate['native']:.2f} M | - | "
-                f"{rate['Python operators']:.2f} M | - |"
-            )
+        if name == next(iter(QUERIES)):  # no filter: the two modes are one
+            lines.append(f"| {name} | {f['native']['rows']:,} | {rate['native']:.2f} M | - | - |")
             continue
         lines.append(
             f"| {name} | {f['native']['rows']:,} | {rate['native']:.2f} M | {rate['Python filter']:.2f} M | "
-            f"{rate['Python operators']:.2f} M | {rate['native'] / rate['Python filter']:.1f}x |"
+            f"{rate['native'] / rate['Python filter']:.1f}x |"
         )
     return "\n".join(lines)
 
@@ -135,7 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         copy = Path(work) / source.name  # the native store writes its side index beside the file
         shutil.copy(source, copy)
-        store = open_store(str(copy), name="watdiv-1m", backend="native")
+        store = open_store(str(copy), name="watdiv-1m")
         r = {
             "argv": "".join(f" {a}" for a in sys.argv[1:]),
             "machine": benchlib.machine({"quanta_native": "quanta-native"}),

@@ -83,7 +83,7 @@ schema = obj(
         "images": obj(
             {
                 "gateway": image("the gateway (no HDT)"),
-                "worker": image("the worker (engine, pyHDT; may carry datasets)"),
+                "worker": image("the worker (engine and native store; may carry datasets)"),
                 "loader": image("the loader (quanta load, the Rust HDT writer)"),
             },
             "container images",
@@ -113,7 +113,9 @@ schema = obj(
                     "planMode": s("how saved plans travel", enum=["auto", "value", "reference"]),
                     "planThresholdBytes": i("auto: plans up to this size go by value", 0),
                     "backend": s(
-                        "storage backend (default: the workers' QUANTA_BACKEND, else native)", enum=["native", "pyhdt"]
+                        "storage backend: native, the only one (default: the workers' QUANTA_BACKEND, else native);"
+                        " pyhdt is retired: still accepted, the workers run it on the native store and log a warning",
+                        enum=["native", "pyhdt"],  # pyhdt kept so existing values files still validate
                     ),
                     "default": b("the dataset of /sparql (at most one; none: the first listed)"),
                     "examples": arr(

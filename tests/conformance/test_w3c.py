@@ -21,7 +21,6 @@ import pytest
 
 from quanta.engine.execute import execute
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import backends_under_test
 from quanta.sparql.errors import UnsupportedQuery
 
 sys.path.insert(0, str(Path(__file__).parent))  # importlib mode: make the helpers importable
@@ -56,11 +55,10 @@ def _classify(cases: list[Case]) -> tuple[list[object], list[object]]:
 EVALUATION, REFUSED = _classify(CASES)
 
 
-@pytest.fixture(scope="session", params=backends_under_test())
-def datasets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Files:
-    """The test datasets, on each storage backend."""
-    backend: str = request.param
-    return Files(tmp_path_factory.mktemp(f"w3c-hdt-{backend}"), lambda path, name: open_store(path, name, backend))
+@pytest.fixture(scope="session")
+def datasets(tmp_path_factory: pytest.TempPathFactory) -> Files:
+    """The test datasets, as HDT files."""
+    return Files(tmp_path_factory.mktemp("w3c-hdt"), lambda path, name: open_store(path, name))
 
 
 @dataclass

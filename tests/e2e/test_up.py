@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from quanta.common.local import free_port
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import open_store
 from quanta.engine.testing import run_paged
 
 QUERY = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
@@ -62,7 +62,7 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:
         )
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
-        _, expected, _, _ = run_paged(HdtStore(str(sample), name="watdiv-100k"), QUERY, None)
+        _, expected, _, _ = run_paged(open_store(str(sample), name="watdiv-100k"), QUERY, None)
         assert lines[0] == "?s\t?o" and len(lines) == len(expected) + 1
         assert sorted(lines[1:]) == sorted(f"<{s}>\t<{o}>" for s, o in expected)
 

@@ -71,3 +71,14 @@ def test_named_graphs_in_the_catalog_and_back(tmp_path: Path) -> None:
 def test_a_graph_name_is_an_absolute_iri(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="not an absolute IRI"):
         parse_catalog({"a": {"path": "a.hdt", "graphs": {"g1": "g1.hdt"}}}, base=tmp_path)
+
+
+def test_the_retired_pyhdt_backend_is_still_accepted_and_written_back(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text('[datasets.a]\npath = "a.hdt"\nbackend = "pyhdt"\n[datasets.b]\npath = "b.hdt"\n')
+    datasets = load_catalog(catalog)
+    assert datasets["a"].backend == "pyhdt" and datasets["b"].backend == ""
+    write_catalog(datasets, tmp_path / "written.toml")  # what `quanta up` hands its workers: they warn
+    assert load_catalog(tmp_path / "written.toml") == datasets
+    with pytest.raises(CatalogError, match=r"backend 'hdt': expected native \(or the retired pyhdt"):
+        parse_catalog({"a": {"path": "a.hdt", "backend": "hdt"}}, base=tmp_path)

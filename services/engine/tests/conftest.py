@@ -1,6 +1,4 @@
-"""Fixtures: real HDT files and pyoxigraph as the independent engine. Every
-store fixture runs on each storage backend (`native` and `pyhdt`; narrow
-with QUANTA_TEST_BACKENDS=native, say)."""
+"""Fixtures: real HDT files and pyoxigraph as the independent engine."""
 
 from __future__ import annotations
 
@@ -12,41 +10,34 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import backends_under_test, oxigraph_store, shared_dir, write_hdt
+from quanta.engine.testing import oxigraph_store, shared_dir, write_hdt
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"
 
 
-@pytest.fixture(scope="session", params=backends_under_test())
-def backend(request: pytest.FixtureRequest) -> str:
-    """The storage backend the engine runs on."""
-    backend: str = request.param
-    return backend
-
-
 @pytest.fixture
-def make_store(tmp_path: Path, backend: str) -> Callable[[str], TripleStore]:
+def make_store(tmp_path: Path) -> Callable[[str], TripleStore]:
     """Build a store from N-Triples text."""
     counter = iter(range(1_000_000))
 
     def make(ntriples: str) -> TripleStore:
-        return open_store(str(write_hdt(ntriples, tmp_path, f"g{next(counter)}")), name="test", backend=backend)
+        return open_store(str(write_hdt(ntriples, tmp_path, f"g{next(counter)}")), name="test")
 
     return make
 
 
 @pytest.fixture(scope="session")
 def watdiv_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample dataset, copied (both backends write a side index beside it)."""
+    """The sample dataset, copied (the store writes a side index beside it)."""
     copy = tmp_path_factory.mktemp("watdiv") / "watdiv-100k.hdt"
     shutil.copy(SAMPLE, copy)
     return copy
 
 
 @pytest.fixture(scope="session")
-def watdiv_store(watdiv_copy: Path, backend: str) -> TripleStore:
-    return open_store(str(watdiv_copy), name="watdiv-100k", backend=backend)
+def watdiv_store(watdiv_copy: Path) -> TripleStore:
+    return open_store(str(watdiv_copy), name="watdiv-100k")
 
 
 @pytest.fixture(scope="session")

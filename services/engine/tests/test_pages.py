@@ -32,10 +32,10 @@ ODD = [
 
 
 @pytest.fixture(scope="module")
-def odd_store(tmp_path_factory: pytest.TempPathFactory, backend: str) -> TripleStore:
+def odd_store(tmp_path_factory: pytest.TempPathFactory) -> TripleStore:
     lines = [f"<{EX}s{i}> <{EX}p> {term} ." for i, term in enumerate(ODD)]
     lines += [f"_:blank <{EX}p> <{EX}s0> ."]
-    return open_store(str(write_hdt("\n".join(lines) + "\n", tmp_path_factory.mktemp("odd"))), "odd", backend)
+    return open_store(str(write_hdt("\n".join(lines) + "\n", tmp_path_factory.mktemp("odd"))), "odd")
 
 
 WITHOUT_CONTROLS = f"SELECT * WHERE {{ ?s <{EX}p> ?o FILTER(?s != <{EX}s6>) }}"  # no U+0001 (ODD[6])

@@ -1,6 +1,5 @@
 """The estimated fraction done (quanta.engine.progress) on real HDT files: exact for one scan,
-non-decreasing from suspension to suspension, 1.0 at the end, the same whether a chain runs
-natively or in the Python operators (same state, same estimate), and near the truth on joins."""
+non-decreasing from suspension to suspension, 1.0 at the end, near the truth on joins."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import pytest
 
 from quanta.engine import progress
 from quanta.engine.execute import execute, run
-from quanta.engine.operators.native import NATIVE_EXEC_ENV, NativeTree
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
@@ -51,12 +49,7 @@ def test_one_scan_is_exact(watdiv_store: TripleStore) -> None:
 
 
 @pytest.mark.parametrize("query", [CHAIN, UNION], ids=["chain", "union"])
-@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
-def test_non_decreasing_and_one_at_the_end(
-    watdiv_store: TripleStore, query: str, native: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not native:
-        monkeypatch.setenv(NATIVE_EXEC_ENV, "0")
+def test_non_decreasing_and_one_at_the_end(watdiv_store: TripleStore, query: str) -> None:
     estimates = [e for e, _, _ in suspensions(watdiv_store, query, 1500)]
     assert len(estimates) > 20
     assert all(0.0 <= e < 1.0 for e in estimates)
@@ -69,19 +62,6 @@ def test_non_decreasing_and_one_at_the_end(
         page = execute(watdiv_store, saved=page.next, quantum_seconds=0.002, max_results=2000)
         pages.append(page.stats.progress)
     assert pages[-1] == 1.0 and pages == sorted(pages) and all(p < 1.0 for p in pages[:-1])
-
-
-def test_native_and_python_agree(watdiv_store: TripleStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chain run in Rust is read from its flat state; the Python operators from their attributes.
-    Suspended after the same steps they hold the same state, so the same estimate."""
-    if not hasattr(watdiv_store, "hdt"):
-        pytest.skip("native chains run on the native store only")
-    query = f"SELECT * WHERE {{ ?s <{W}friendOf> ?f . ?f <{W}follows> ?g . ?g <{W}likes> ?o }}"
-    native = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if isinstance(plan.root, NativeTree)]
-    monkeypatch.setenv(NATIVE_EXEC_ENV, "0")
-    python = [(e, r) for e, r, plan in suspensions(watdiv_store, query, 4000) if not isinstance(plan.root, NativeTree)]
-    assert len(native) == len(python) > 10
-    assert native == python
 
 
 def test_near_the_truth_on_a_join(watdiv_store: TripleStore) -> None:
@@ -105,12 +85,9 @@ def test_values_and_limit(make_store) -> None:
         assert estimate == max((rows + 10) / 200, (rows + 10) / 30) or rows == 0
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
-def test_exact_on_an_even_join(make_store, native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exact_on_an_even_join(make_store) -> None:
     """Three outer entries of 100 inner ones each: the inner scan's place counts, so the estimate is
     the fraction of the rows emitted exactly, at every suspension, also inside an outer entry."""
-    if not native:
-        monkeypatch.setenv(NATIVE_EXEC_ENV, "0")
     ex = "http://example.org/"
     lines = [f"<{ex}a> <{ex}knows> <{ex}x{i}> .\n" for i in range(3)]
     lines += [f"<{ex}x{i}> <{ex}p> <{ex}y{j}> .\n" for i in range(3) for j in range(100)]

@@ -83,15 +83,13 @@ def queries(draw: st.DrawFn) -> str:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(graph=triples, query=queries(), steps=st.integers(4, 40), page=st.integers(1, 5))
-def test_random_queries_match_oxigraph(
-    backend: str, graph: list[tuple[str, str, str]], query: str, steps: int, page: int
-) -> None:
+def test_random_queries_match_oxigraph(graph: list[tuple[str, str, str]], query: str, steps: int, page: int) -> None:
     text = "".join(f"{s} {p} {o} .\n" for s, p, o in graph)
     oxi = ox.Store()
     oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
     expected = oxigraph_rows(oxi, query)
     with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(str(write_hdt(text, Path(tmp))), name="random", backend=backend)
+        store = open_store(str(write_hdt(text, Path(tmp))), name="random")
         head, rows, _, _ = run_paged(store, query, quantum_seconds=None, max_results=page)
         assert as_multiset(head, rows) == expected, query
         stepped, _ = run_in_steps(store, query, steps)

@@ -47,9 +47,9 @@ QUERIES = {
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str, backend: str) -> tuple[TripleStore, ox.Store]:
+def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
     text = small_graph
-    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("small"))), name="small", backend=backend)
+    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("small"))), name="small")
     oxi = ox.Store()
     oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
     return store, oxi

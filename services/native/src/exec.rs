@@ -1,10 +1,11 @@
 //! Native execution of a whole physical plan: scans, index loop and merge
 //! joins, UNION, VALUES, OFFSET/LIMIT, FILTER and BIND, as a tree of
-//! operators (`Node`) pulled a row at a time. It runs as the Python
-//! operators (`quanta.engine.operators`) do, step for step: the same rows in
-//! the same order, the same steps counted (one per scan opened, one per
-//! index entry or VALUES row read), a suspension between any two steps, and
-//! the same state, saved in the same flat layout (pre-order: see `save`).
+//! operators (`Node`) pulled a row at a time, as the SaGe papers' preemptable
+//! iterators: a step counted per scan opened and per index entry or VALUES
+//! row read, a suspension possible between any two steps, and the state saved
+//! as a flat list of integers in pre-order (see `save`): the layout of saved
+//! plans, format 1 (docs/saved-plan-format.md), which the Python operators
+//! used to write, so plans they saved resume here.
 //! Rows are handed back in batches. FILTERs compare ids (`Atom`) and
 //! evaluate conditions natively (`crate::expr`); what those cannot decide,
 //! and expressions with no native evaluation, go to the caller's reference
@@ -77,6 +78,14 @@ impl Clock {
 /// A triple pattern: each position `id << 1` (constant) or `slot << 1 | 1`.
 #[derive(Clone, Copy, Debug)]
 pub struct Pattern(pub [i64; 3]);
+
+impl Store {
+    /// The count of `pattern`'s triples under `mu` (its bound variables substituted).
+    fn estimate_of(&self, pattern: &Pattern, mu: &[i64]) -> u64 {
+        let [s, p, o] = pattern.resolve(mu, &mut Vec::new());
+        self.estimate(s, p, o)
+    }
+}
 
 impl Pattern {
     /// The pattern under `mu`, and (slot, position) of its free variables.
@@ -167,7 +176,7 @@ fn count(v: i64) -> Result<u64, String> {
     u64::try_from(v).map_err(|_| format!("saved position {v} out of range"))
 }
 
-/// VALUES as the Python operator runs it: a step per row read (taken before
+/// VALUES: a step per row read (taken before
 /// the row, so a suspension leaves it unread); a row joins the input mapping
 /// when each cell is UNDEF, unbound there, or equal to it.
 struct ValuesRt {
@@ -208,7 +217,7 @@ pub enum Operand {
 
 /// `a` and `b` are (`same`) or are not the same term; false when either is
 /// unbound (an error in SPARQL, which a FILTER treats as false). The Python
-/// side only hands over comparisons that ids decide exactly.
+/// side (`split_condition`) only hands over comparisons that ids decide exactly.
 #[derive(Clone, Copy, Debug)]
 pub struct Atom {
     pub same: bool,
@@ -267,8 +276,8 @@ pub enum Spec {
     },
 }
 
-/// One operator of the running tree. Its fields are its state (what the
-/// Python operator saves) and what a running generator would hold (an open
+/// One operator of the running tree. Its fields are its state (what a saved
+/// plan holds) and what a running generator would hold (an open
 /// scan's cursor, a merge join's group), which `restart` drops.
 enum Node {
     Scan(ScanRt),
@@ -390,6 +399,22 @@ impl Reader<'_> {
         }
         Ok(true)
     }
+}
+
+fn clamp(value: f64) -> f64 {
+    value.clamp(0.0, 1.0)
+}
+
+/// `position` items read of `count`, the last one `inner` done (None: wholly).
+fn position(position: u64, count: u64, inner: Option<f64>) -> f64 {
+    if count == 0 {
+        return 1.0; // nothing to read: done
+    }
+    let done = match inner {
+        Some(inner) if position > 0 => (position - 1) as f64 + clamp(inner),
+        _ => position as f64,
+    };
+    clamp(done / count as f64)
 }
 
 /// The next number for a condition or BIND.
@@ -678,7 +703,7 @@ impl Node {
         }
     }
 
-    /// The state in pre-order, as the Python operators save it: a scan
+    /// The state in pre-order, as saved plans hold it: a scan
     /// `[offset]`, VALUES `[position]`, a UNION `[active branch, branches..]`,
     /// an index join `[mapping, left.., right..]`, a merge join `[mapping,
     /// group position, right offset, left..]`, a slice `[to skip, 1 + rows
@@ -717,7 +742,85 @@ impl Node {
         }
     }
 
-    /// Read the state `save` writes, checked as the Python operators check it.
+    /// How much of this operator's run under `mu` is done, 0..1, from its
+    /// state (see `quanta.engine.progress` for the model). `inner`: how far
+    /// the consumer has got with the last row handed to it (None: it holds
+    /// none; what was handed is done).
+    fn fraction(&self, store: &Store, mu: &[i64], inner: Option<f64>) -> f64 {
+        match self {
+            Node::Scan(scan) => position(scan.offset, store.estimate_of(&scan.pattern, mu), inner),
+            Node::Values(values) => position(values.position, values.rows, inner),
+            Node::Union { branches, active } => {
+                let Some(running) = branches.get(*active) else {
+                    return 1.0;
+                };
+                let weights: Vec<u64> = branches.iter().map(|b| b.weight(store, mu)).collect();
+                let total: u64 = weights.iter().sum();
+                let running = running.fraction(store, mu, inner);
+                if total == 0 {
+                    // nothing to weigh by: branches count alike
+                    return clamp((*active as f64 + running) / branches.len() as f64);
+                }
+                let done: u64 = weights[..*active].iter().sum();
+                clamp((done as f64 + weights[*active] as f64 * running) / total as f64)
+            }
+            Node::Join(join) => {
+                let rest = join
+                    .has_current
+                    .then(|| join.right.fraction(store, &join.current, inner));
+                join.left.fraction(store, mu, rest)
+            }
+            Node::Merge(join) => {
+                // the right group of the current left row: rows joined over the group's size
+                let rest = join.has_current.then(|| {
+                    let mut keyed = vec![0; join.current.len()];
+                    keyed[join.key] = join.current[join.key];
+                    let size = store.estimate_of(&join.right, &keyed);
+                    position(join.group_position, size, inner)
+                });
+                join.left.fraction(store, mu, rest)
+            }
+            Node::Slice {
+                input,
+                offset,
+                limit,
+                skip,
+                remaining,
+            } => {
+                let structural = input.fraction(store, mu, inner);
+                let Some(limit) = limit else {
+                    return structural;
+                };
+                let total = offset + limit;
+                if total == 0 {
+                    return 1.0;
+                }
+                let pulled = (offset - skip) + (limit - remaining.unwrap_or(0));
+                structural.max(clamp(pulled as f64 / total as f64))
+            }
+            Node::Filter { input, .. } | Node::Extend { input, .. } => {
+                input.fraction(store, mu, inner)
+            }
+        }
+    }
+
+    /// What this operator reads first under `mu`: its driving scan's count (a
+    /// UNION's: its branches'), a VALUES's rows.
+    fn weight(&self, store: &Store, mu: &[i64]) -> u64 {
+        match self {
+            Node::Scan(scan) => store.estimate_of(&scan.pattern, mu),
+            Node::Values(values) => values.rows,
+            Node::Union { branches, .. } => branches.iter().map(|b| b.weight(store, mu)).sum(),
+            Node::Join(join) => join.left.weight(store, mu),
+            Node::Merge(join) => join.left.weight(store, mu),
+            Node::Slice { input, .. } | Node::Filter { input, .. } | Node::Extend { input, .. } => {
+                input.weight(store, mu)
+            }
+        }
+    }
+
+    /// Read the state `save` writes, checked (a count past its range, a mapping
+    /// wider than the plan: an error).
     fn load(&mut self, r: &mut Reader) -> Result<(), String> {
         match self {
             Node::Scan(scan) => scan.offset = r.count(None)?,
@@ -917,7 +1020,7 @@ impl Tree {
         self.root.restart();
     }
 
-    /// The state in the Python operators' layout (`Node::save`), and the
+    /// The state in the saved plans' layout (`Node::save`), and the
     /// positions of the mapping cells that hold negative ids.
     pub fn save(&self) -> (Vec<i64>, Vec<usize>) {
         let mut out = Vec::with_capacity(16);
@@ -945,6 +1048,11 @@ impl Tree {
         }
         self.root.restart();
         Ok(())
+    }
+
+    /// The estimated fraction of the plan done, 0..1, from its state.
+    pub fn progress(&self, store: &Store) -> f64 {
+        clamp(self.root.fraction(store, &vec![0; self.width], None))
     }
 
     /// Up to `max_rows` rows (each `width` values, appended to `rows`),

@@ -553,13 +553,19 @@ impl Pipeline {
         self.tree.trim();
     }
 
+    /// The estimated fraction of the plan done, 0..1, from its state
+    /// (`quanta.engine.progress`).
+    fn progress(&self) -> f64 {
+        self.tree.progress(&self.store)
+    }
+
     /// Rows the native conditions and BINDs left to the reference so far.
     #[getter]
     fn undecided(&self) -> u64 {
         self.tree.undecided
     }
 
-    /// The state in the Python operators' layout, and the positions in it of
+    /// The state in the saved plans' layout, and the positions in it of
     /// the mapping cells that hold negative ids (terms outside the dictionary).
     fn save(&self) -> (Vec<i64>, Vec<usize>) {
         self.tree.save()
@@ -871,6 +877,12 @@ fn expression(node: &Bound<'_, PyAny>) -> PyResult<Expr> {
             let text = expression(&node.get_item(1)?)?;
             let regex = node.get_item(2)?.cast::<PyRegex>()?.get().shared();
             Expr::Regex(Box::new(text), regex)
+        }
+        "x" => {
+            let text = expression(&node.get_item(1)?)?;
+            let regex = node.get_item(2)?.cast::<PyRegex>()?.get().shared();
+            let parts = crate::regexp::py::replacement(node.get_item(3)?.extract()?)?;
+            Expr::Replace(Box::new(text), regex, parts, node.get_item(4)?.extract()?)
         }
         other => {
             return Err(PyValueError::new_err(format!(

@@ -687,6 +687,30 @@ fn function(f: &Function) -> Tree {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_text_scan_skips_strings_comments_and_iris() {
+        let scan = |t: &str| scan_text(t, 3, "100");
+        // brackets inside strings, long strings, comments and IRIs do not count
+        let t = r#"SELECT * { ?s ?p "({[" . ?s ?q '''(""")''' # ((((
+            ?s <a(b> ?o }"#;
+        let found = TextScan {
+            deepest: 1,
+            operators: 1,
+            past: None,
+        }; // the `*` of SELECT *
+        assert_eq!(scan(t), found);
+        // a close before its open goes below 0, as the reference did
+        assert_eq!(scan(")(").deepest, 0);
+        assert_eq!(scan("{{{{ }}}}").past, Some(Past::Depth(3)));
+        assert_eq!(scan("a UNION b optional c != d || e").operators, 4);
+        // a number after LIMIT (across a comment) past the largest taken
+        let past = scan("LIMIT # n\n 0101").past;
+        assert_eq!(past, Some(Past::Count("LIMIT".into(), "0101".into())));
+        assert_eq!(scan("LIMIT 100 OFFSET ( 101").past, None);
+        // an unterminated long string is read as an empty string, then a quote
+        assert_eq!(scan(r#"""" ("#).deepest, 1);
+    }
+
     use super::*;
 
     #[test]
@@ -729,6 +753,194 @@ mod tests {
     }
 }
 
+/// What a pass over a query's text finds before any parser reads it
+/// (`quanta.sparql.bounds.check`): the deepest nesting of brackets, the
+/// operators (UNION, OPTIONAL, MINUS and the operator signs), and the first
+/// limit passed, if any.
+#[derive(Debug, PartialEq)]
+pub struct TextScan {
+    pub deepest: usize,
+    pub operators: usize,
+    pub past: Option<Past>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Past {
+    /// brackets nest deeper than the limit at this character (not byte)
+    Depth(usize),
+    /// LIMIT or OFFSET (upper case) followed by a number past the largest taken
+    Count(String, String),
+}
+
+/// The tokens of one pass, tried in this order at each position (the
+/// reference's regular expression, `quanta.sparql.bounds` before it came
+/// here, tried its alternatives so): what is skipped whole (a comment, a
+/// string, an IRI), a bracket, a word, an operator; a character that starts
+/// none is passed over.
+#[derive(Clone, Copy, PartialEq)]
+enum Token {
+    Skip,
+    Open,
+    Close,
+    Word,
+    Op,
+}
+
+/// Python's `str.isspace` (what `\s` matched): Unicode white space and U+001C..U+001F.
+fn is_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// A character that may go on a word (and, but for `-`, start one).
+fn in_word(c: char) -> bool {
+    !is_space(c) && !"(){}[]<>\"'#,;=!&|+*/^".contains(c)
+}
+
+/// The token at `at` and where it ends, or None.
+fn token(text: &[char], at: usize) -> Option<(Token, usize)> {
+    let c = text[at];
+    let rest = &text[at..];
+    let skip = match c {
+        '#' => Some(at + rest.iter().position(|&c| c == '\n').unwrap_or(rest.len())),
+        '"' | '\'' if rest.starts_with(&[c, c, c]) => {
+            long_string(text, at + 3, c).or_else(|| string(text, at + 1, c))
+        }
+        '"' | '\'' => string(text, at + 1, c),
+        '<' => rest[1..]
+            .iter()
+            .position(|&c| "<>\"{}|^`\\".contains(c) || c <= ' ')
+            .filter(|&n| rest[1 + n] == '>')
+            .map(|n| at + n + 2),
+        _ => None,
+    };
+    if let Some(end) = skip {
+        return Some((Token::Skip, end));
+    }
+    match c {
+        '(' | '{' | '[' => return Some((Token::Open, at + 1)),
+        ')' | '}' | ']' => return Some((Token::Close, at + 1)),
+        _ => {}
+    }
+    if in_word(c) && c != '-' {
+        let n = rest[1..]
+            .iter()
+            .position(|&c| !in_word(c))
+            .unwrap_or(rest.len() - 1);
+        return Some((Token::Word, at + 1 + n));
+    }
+    let two = rest.get(1).is_some_and(|&d| {
+        matches!(
+            (c, d),
+            ('|', '|') | ('&', '&') | ('!', '=') | ('<', '=') | ('>', '=')
+        )
+    });
+    if two {
+        return Some((Token::Op, at + 2));
+    }
+    "-+*/=<>!".contains(c).then_some((Token::Op, at + 1))
+}
+
+/// A string in `quote`s from `at` (after the opening one) to its closing one: no
+/// line break, `\` escaping any other character. Where it ends, or None.
+fn string(text: &[char], mut at: usize, quote: char) -> Option<usize> {
+    while let Some(&c) = text.get(at) {
+        match c {
+            '\n' => return None,
+            '\\' if text.get(at + 1).is_some_and(|&d| d != '\n') => at += 2,
+            '\\' => return None,
+            c if c == quote => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// A long string (three `quote`s) from `at` (after the opening ones) to the first three
+/// closing ones: `\` escapes any character but a line break. Where it ends, or None.
+fn long_string(text: &[char], mut at: usize, quote: char) -> Option<usize> {
+    while let Some(&c) = text.get(at) {
+        match c {
+            '\\' if text.get(at + 1).is_some_and(|&d| d != '\n') => at += 2,
+            '\\' => return None,
+            c if c == quote && text[at..].starts_with(&[quote, quote, quote]) => {
+                return Some(at + 3)
+            }
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// One pass over `text` (see `TextScan`); stops at the first limit passed.
+pub fn scan_text(text: &str, max_depth: usize, max_integer: &str) -> TextScan {
+    let chars: Vec<char> = text.chars().collect();
+    // a close before its open takes the depth below 0, as in the reference
+    let (mut depth, mut deepest, mut operators) = (0i64, 0usize, 0usize);
+    let mut counted: Option<String> = None; // LIMIT or OFFSET just read: its number comes next
+    let mut at = 0;
+    while at < chars.len() {
+        let Some((kind, end)) = token(&chars, at) else {
+            at += 1;
+            continue;
+        };
+        let start = std::mem::replace(&mut at, end);
+        match kind {
+            Token::Open => {
+                depth += 1;
+                if depth > deepest as i64 {
+                    deepest = depth as usize;
+                    if deepest > max_depth {
+                        return TextScan {
+                            deepest,
+                            operators,
+                            past: Some(Past::Depth(start)),
+                        };
+                    }
+                }
+            }
+            Token::Close => depth -= 1,
+            Token::Word => {
+                let word: String = chars[start..end].iter().collect();
+                let upper = word.to_uppercase();
+                if matches!(upper.as_str(), "UNION" | "OPTIONAL" | "MINUS") {
+                    operators += 1;
+                }
+                if let Some(which) = &counted {
+                    if is_decimal(&word) && exceeds(&word, max_integer) {
+                        let past = Some(Past::Count(which.clone(), word));
+                        return TextScan {
+                            deepest,
+                            operators,
+                            past,
+                        };
+                    }
+                }
+                counted = matches!(upper.as_str(), "LIMIT" | "OFFSET").then_some(upper);
+                continue;
+            }
+            Token::Op => operators += 1,
+            Token::Skip => continue,
+        }
+        counted = None;
+    }
+    TextScan {
+        deepest,
+        operators,
+        past: None,
+    }
+}
+
+/// `str.isdigit()` of a word, for the ASCII digits a number after LIMIT is made of.
+fn is_decimal(word: &str) -> bool {
+    !word.is_empty() && word.chars().all(|c| c.is_ascii_digit())
+}
+
+/// Whether the digits `word` stand for a number above `max` (digits too).
+fn exceeds(word: &str, max: &str) -> bool {
+    let word = word.trim_start_matches('0');
+    word.len() > max.len() || (word.len() == max.len() && word > max)
+}
+
 #[cfg(feature = "python")]
 pub mod py {
     //! `quanta.native._core.parse_query`: the parse runs without the GIL.
@@ -747,10 +959,31 @@ pub mod py {
         "A query that is not SPARQL 1.1: args are (message, line, column)."
     );
 
-    /// Adds `parse_query` and `SparqlSyntaxError` to the module.
+    /// Adds `parse_query`, `scan_query` and `SparqlSyntaxError` to the module.
     pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(parse_query, m)?)?;
+        m.add_function(wrap_pyfunction!(scan_query, m)?)?;
         m.add("SparqlSyntaxError", m.py().get_type::<SparqlSyntaxError>())
+    }
+
+    /// `(deepest, operators, past)` of `text` (see `TextScan`): `past` None,
+    /// `("depth", character)` or `("count", "LIMIT" or "OFFSET", number)`.
+    #[pyfunction]
+    fn scan_query<'py>(
+        py: Python<'py>,
+        text: &str,
+        max_depth: usize,
+        max_integer: u64,
+    ) -> PyResult<(usize, usize, Bound<'py, PyAny>)> {
+        let scan = super::scan_text(text, max_depth, &max_integer.to_string());
+        let past = match scan.past {
+            None => py.None().into_bound(py),
+            Some(super::Past::Depth(at)) => ("depth", at).into_bound_py_any(py)?,
+            Some(super::Past::Count(which, word)) => {
+                ("count", which, word).into_bound_py_any(py)?
+            }
+        };
+        Ok((scan.deepest, scan.operators, past))
     }
 
     /// The query's algebra as tagged tuples (see `Tree`).

@@ -431,6 +431,22 @@ pub mod py {
         })
     }
 
+    /// A replacement's parts: a str is literal text, an int a group's text.
+    pub fn replacement(parts: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Part>> {
+        parts
+            .iter()
+            .map(|p| {
+                if let Ok(i) = p.extract::<usize>() {
+                    Ok(Part::Group(i))
+                } else if let Ok(s) = p.extract::<String>() {
+                    Ok(Part::Text(s))
+                } else {
+                    Err(PyTypeError::new_err("a part is a str or a group number"))
+                }
+            })
+            .collect()
+    }
+
     #[pyclass(frozen, module = "quanta.native._core", name = "Regex")]
     pub struct PyRegex {
         inner: Arc<Regexp>,
@@ -499,18 +515,7 @@ pub mod py {
             parts: Vec<Bound<'_, PyAny>>,
             max_bytes: usize,
         ) -> PyResult<Option<String>> {
-            let parts = parts
-                .iter()
-                .map(|p| {
-                    if let Ok(i) = p.extract::<usize>() {
-                        Ok(Part::Group(i))
-                    } else if let Ok(s) = p.extract::<String>() {
-                        Ok(Part::Text(s))
-                    } else {
-                        Err(PyTypeError::new_err("a part is a str or a group number"))
-                    }
-                })
-                .collect::<PyResult<Vec<Part>>>()?;
+            let parts = replacement(parts)?;
             if self.detach(text) {
                 py.detach(|| self.inner.replace(text, &parts, max_bytes))
             } else {

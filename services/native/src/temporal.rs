@@ -41,6 +41,64 @@ impl Instant {
         }
     }
 
+    /// SECONDS(): the seconds and their fraction as an xsd:decimal's
+    /// canonical form (`expr_values.format_decimal`): `0`, `5`, `30.25`.
+    pub fn seconds(self) -> String {
+        let within = self.nanos.rem_euclid(60_000_000_000); // offsets are whole minutes
+        let (whole, fraction) = (within / 1_000_000_000, within % 1_000_000_000);
+        if fraction == 0 {
+            return whole.to_string();
+        }
+        let digits = format!("{fraction:09}");
+        format!("{whole}.{}", digits.trim_end_matches('0'))
+    }
+
+    /// TIMEZONE(): the offset as an xsd:dayTimeDuration (`PT0S`, `-PT5H30M`),
+    /// or None without a timezone.
+    pub fn timezone(self) -> Option<String> {
+        let m = self.offset?;
+        if m == 0 {
+            return Some("PT0S".into());
+        }
+        let (h, min) = (m.abs() / 60, m.abs() % 60);
+        let mut text = String::from(if m < 0 { "-PT" } else { "PT" });
+        if h != 0 {
+            text += &format!("{h}H");
+        }
+        if min != 0 {
+            text += &format!("{min}M");
+        }
+        Some(text)
+    }
+
+    /// The canonical form of the value as an xsd:dateTime (`with_time`, at
+    /// midnight for a date) or an xsd:date (`expr_dates.format_datetime`).
+    pub fn canonical(self, with_time: bool) -> String {
+        let f = self.fields();
+        let year = if f.year < 0 {
+            format!("-{:04}", -f.year)
+        } else {
+            format!("{:04}", f.year)
+        };
+        if !with_time {
+            return format!("{year}-{:02}-{:02}{}", f.month, f.day, self.tz());
+        }
+        let seconds = self.seconds();
+        let pad = if seconds.split('.').next().is_some_and(|s| s.len() < 2) {
+            "0"
+        } else {
+            ""
+        };
+        format!(
+            "{year}-{:02}-{:02}T{:02}:{:02}:{pad}{seconds}{}",
+            f.month,
+            f.day,
+            f.hour,
+            f.minute,
+            self.tz()
+        )
+    }
+
     /// TZ(): `Z`, `+hh:mm` or `-hh:mm`, or empty without a timezone.
     pub fn tz(self) -> String {
         match self.offset {
@@ -120,6 +178,15 @@ pub fn parse(lex: &str, with_time: bool) -> Option<Instant> {
         nanos: seconds as i128 * 1_000_000_000 + nanos as i128,
         offset,
     })
+}
+
+/// Whether a form `parse` refuses may yet be valid for the reference: only
+/// a year or a fraction of ten digits or more is past its reach (every other
+/// rule of the lexical space it applies as `expr_dates` does).
+pub fn beyond_reach(lex: &str) -> bool {
+    lex.as_bytes()
+        .windows(10)
+        .any(|w| w.iter().all(u8::is_ascii_digit))
 }
 
 /// `sep` then two digits in `low..=high`.
@@ -218,6 +285,8 @@ mod tests {
         assert_eq!(parse("2020-01-01", false).map(|i| i.offset), Some(None));
         assert_eq!(parse("2020-01-01T00:00:00", false), None);
         assert!(parse("-0044-03-15T12:00:00Z", true).is_some());
+        assert!(beyond_reach("2020-01-01T00:00:00.1234567891"));
+        assert!(!beyond_reach("2020-13-01T00:00:00.123456789"));
     }
 
     #[test]
@@ -236,6 +305,23 @@ mod tests {
         );
         assert_eq!(at("2020-01-01T00:00:00-05:30").tz(), "-05:30");
         assert_eq!(at("2020-01-01T00:00:00").tz(), "");
+        assert_eq!(at("2020-01-01T00:00:00").timezone(), None);
+        assert_eq!(at("2020-01-01T00:00:00Z").timezone().unwrap(), "PT0S");
+        assert_eq!(
+            at("2020-01-01T00:00:00-05:30").timezone().unwrap(),
+            "-PT5H30M"
+        );
+        assert_eq!(at("2020-01-01T00:00:00+01:00").timezone().unwrap(), "PT1H");
+        assert_eq!(at("2020-01-01T00:00:07.250-05:30").seconds(), "7.25");
+        assert_eq!(at("2020-01-01T00:00:00.000Z").seconds(), "0");
+        assert_eq!(
+            at("2020-02-28T24:00:00-05:30").canonical(true),
+            "2020-02-29T00:00:00-05:30"
+        );
+        assert_eq!(
+            parse("-0044-03-15", false).unwrap().canonical(true),
+            "-0044-03-15T00:00:00"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import open_store
 from quanta.engine.testing import run_paged
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql import term_rows
@@ -53,7 +53,7 @@ def run_to_end(
 def test_pages_by_value_and_by_reference_give_the_engine_answer(server, start_worker, catalog, submit) -> None:
     start_worker()
     client = redis.Redis.from_url(server.url)
-    store = HdtStore(str(catalog.parent / "watdiv-100k.hdt"), name="watdiv")
+    store = open_store(str(catalog.parent / "watdiv-100k.hdt"), name="watdiv")
     _, expected, _, _ = run_paged(store, LIKES, None)
     for dataset, mode in [
         ("watdiv", q.PLAN_MODE_VALUE),

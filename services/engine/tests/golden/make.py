@@ -17,7 +17,7 @@ from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.storage.hdt import HdtStore
+from quanta.engine.storage import TripleStore, open_store
 from quanta.engine.testing import StepQuantum, steps_of
 from quanta.plan.v1 import plan_pb2 as pb
 
@@ -71,7 +71,7 @@ def kinds(op: pb.Operator) -> set[str]:
     return found
 
 
-def write(store: HdtStore, name: str, query: str, steps: int, expected: set[str]) -> None:
+def write(store: TripleStore, name: str, query: str, steps: int, expected: set[str]) -> None:
     plan = compile_query(query, store)
     assert kinds(pb.PhysicalPlan.FromString(plan.description).root) >= expected, name
     _, total = steps_of(store, query)
@@ -94,7 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "watdiv-100k.hdt"
         shutil.copy(HERE.parents[3] / "data" / "watdiv-100k.hdt", copy)
-        store = HdtStore(str(copy), name="watdiv-100k")
+        store = open_store(str(copy), name="watdiv-100k")
         if not (HERE / "v1-join.plan").exists():  # the first golden plan: 5 rows, then suspended
             page = execute(store, query=(HERE / "v1-join.rq").read_text(), quantum_seconds=None, max_results=5)
             assert page.next is not None

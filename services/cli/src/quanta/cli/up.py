@@ -228,5 +228,5 @@ def _index(datasets: dict[str, Dataset]) -> None:
     from quanta.engine.storage import open_store, side_index_path
 
     for d in datasets.values():
-        if not Path(side_index_path(str(d.path), d.backend or None)).exists():
+        if not Path(side_index_path(str(d.path))).exists():
             open_store(str(d.path), name=d.name, backend=d.backend or None)  # builds the side index

@@ -8,7 +8,8 @@ max_results = 100000              # rows per page at most
 max_page_bytes = 1048576          # JSON results per page, about (the quantum ends a page too)
 plan_mode = "auto"                # auto | value | reference
 plan_threshold_bytes = 4096       # auto: by value up to this size
-backend = "native"                # storage backend: native | pyhdt (default: $QUANTA_BACKEND, else native)
+backend = "native"                # storage backend: native, the only one (default: $QUANTA_BACKEND, else native;
+                                  # "pyhdt" is retired: still accepted, runs on the native store, logs a warning)
 default = true                    # the dataset of the SPARQL endpoint's /sparql (else the first listed)
 examples = "watdiv-100k.examples.toml"  # the query page's example queries: a file of them (relative
                                   # to the catalog), or the list itself ([[datasets.NAME.examples]])
@@ -28,7 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PLAN_MODES = ("auto", "value", "reference")
-BACKENDS = ("", "native", "pyhdt")  # as quanta.engine.storage.BACKENDS; "" = not set
+BACKENDS = ("", "native")  # as quanta.engine.storage.BACKENDS; "" = not set
+# As quanta.engine.storage.RETIRED_BACKENDS: still accepted, so existing catalogs keep working;
+# the workers open the native store (same files, same ids) and log a warning.
+RETIRED_BACKENDS = ("pyhdt",)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -57,7 +61,8 @@ class Dataset:
     # Redis round trip. Saved plans are ~100-300 B on WatDiv, so "auto" sends
     # nearly every plan by value; large VALUES blocks or wide plans go by reference.
     plan_threshold_bytes: int = 4096
-    # storage backend (quanta.engine.storage.BACKENDS); "" = $QUANTA_BACKEND or the engine's default
+    # storage backend (quanta.engine.storage.BACKENDS, or a retired one, RETIRED_BACKENDS, which
+    # runs on the native store); "" = $QUANTA_BACKEND or the engine's default
     backend: str = ""
     # The dataset /sparql queries (at most one; none marked: the first in the catalog).
     default: bool = False
@@ -117,8 +122,11 @@ def parse_catalog(entries: dict[str, dict[str, object]], base: Path, origin: str
         dataset = Dataset(name=name, **values)  # type: ignore[arg-type]
         if dataset.plan_mode not in PLAN_MODES:
             raise CatalogError(f"{origin}: dataset {name}: plan_mode must be one of {PLAN_MODES}")
-        if dataset.backend not in BACKENDS:
-            raise CatalogError(f"{origin}: dataset {name}: backend must be one of {BACKENDS[1:]}")
+        if dataset.backend not in BACKENDS + RETIRED_BACKENDS:
+            raise CatalogError(
+                f"{origin}: dataset {name}: backend {dataset.backend!r}: expected {' or '.join(BACKENDS[1:])}"
+                f" (or the retired {' or '.join(RETIRED_BACKENDS)}, which runs on the native store)"
+            )
         if dataset.quantum_ms <= 0 or dataset.max_results <= 0 or dataset.max_page_bytes <= 0:
             raise CatalogError(f"{origin}: dataset {name}: quantum_ms, max_results and max_page_bytes must be positive")
         datasets[name] = dataset

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from quanta.engine.execute import Page, execute
 from quanta.engine.plan import ASK
-from quanta.engine.storage import BACKENDS, open_store
+from quanta.engine.storage import BACKENDS, RETIRED_BACKENDS, open_store
 from quanta.sparql.errors import QuantaError, QuerySyntaxError
 from quanta.sparql.results import FORMATS, write
 
@@ -30,8 +30,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=sorted(FORMATS), default="json", help="SPARQL 1.1 result format")
     parser.add_argument("--stats", metavar="FILE", help="write execution statistics as JSON")
+    # Retired backends stay valid choices, so scripts written for them keep running: the store
+    # opened is the native one (same files, same ids), with a warning (quanta.engine.storage).
     parser.add_argument(
-        "--backend", choices=BACKENDS, help="storage backend (default: $QUANTA_BACKEND, else the engine's default)"
+        "--backend",
+        choices=(*BACKENDS, *RETIRED_BACKENDS),
+        help="storage backend: native, the only one (default: $QUANTA_BACKEND, else native;"
+        " pyhdt is retired: accepted, runs on the native store, with a warning)",
     )
     parser.add_argument("query", help="query text, or @FILE.rq")
 

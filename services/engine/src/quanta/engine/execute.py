@@ -15,11 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
-from xml.sax.saxutils import quoteattr
 
 from quanta.engine import progress
 from quanta.engine.context import _unbounded
-from quanta.engine.operators.native import NativeTree
 from quanta.engine.plan import ASK, Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
@@ -30,6 +28,7 @@ from quanta.sparql.errors import InvalidRequest
 from quanta.sparql.expr_values import ExpressionLimit
 from quanta.sparql.results import rows_text
 from quanta.sparql.term_table import Mapping
+from quanta.sparql.xml_text import quoteattr
 
 Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, None = unbound
 
@@ -158,7 +157,7 @@ def _execute(
         stats,
         count=len(rows),
         decode=lambda: decoder(rows),
-        render=None if renderer is None else lambda fmt: renderer(fmt, rows),
+        render=lambda fmt: renderer(fmt, rows),
     )
     if saved_next is not None:
         plan.release(saved_next)
@@ -171,11 +170,11 @@ Renderer = Callable[[str, Sequence[Mapping]], bytes]  # (format, rows) -> the ro
 Decoder = Callable[[Sequence[Mapping]], list[Row]]  # rows of ids -> rows of term strings
 
 
-def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, Renderer | None]:
+def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, Renderer]:
     """Where ids become strings: the head (`columns`, else the plan's), a
-    decoder of rows, and (on the native store) a writer of results straight
-    from the ids. Both keep what they need of the plan (its term table only
-    grows), so they work after it is pooled."""
+    decoder of rows, and a writer of results straight from the ids (natively).
+    Both keep what they need of the plan (its term table only grows), so they
+    work after it is pooled."""
     projection, terms, store = list(plan.projection), plan.ctx.terms, plan.ctx.store
     head = plan.head
     if columns:
@@ -184,9 +183,6 @@ def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, R
         except ValueError:
             raise InvalidRequest(f"columns {list(columns)} are not all in the query's head {head}") from None
         head = list(columns)
-    native = getattr(store, "hdt", None)
-    if native is None or not hasattr(native, "render"):
-        return head, (lambda rows: decode_with(terms.string, projection, rows)), None
     keys = {
         "json": [(json.dumps(name) + ":").encode() for name in head],
         "xml": [f"<binding name={quoteattr(name)}>".encode() for name in head],
@@ -194,8 +190,8 @@ def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, R
     blank = [b""] * len(head)
     return (
         head,
-        _bounded(lambda rows: native.decode_rows(rows, projection, terms.extra)),
-        _bounded(lambda fmt, rows: native.render(fmt, keys.get(fmt, blank), rows, projection, terms.extra)),
+        _bounded(lambda rows: store.decode_rows(rows, projection, terms.extra)),
+        _bounded(lambda fmt, rows: store.render(fmt, keys.get(fmt, blank), rows, projection, terms.extra)),
     )
 
 
@@ -219,10 +215,6 @@ def _bounded(write: Callable[P, T]) -> Callable[P, T]:
 def decode(plan: Plan, rows: Sequence[Mapping]) -> list[Row]:
     """Project and turn ids into term strings: the edge where strings appear."""
     return edge(plan)[1](rows)
-
-
-def decode_with(string: Callable[[int], str], projection: list[int], rows: Sequence[Mapping]) -> list[Row]:
-    return [tuple(string(m[i]) if m[i] else None for i in projection) for m in rows]
 
 
 class PageLimit:
@@ -258,8 +250,7 @@ class PageLimit:
         n = len(self.rows)
         if n >= self.checkpoint and self.max_bytes is not None:
             sample = self.rows[max(self.seen, n - self.SAMPLE) : n]
-            head, decoder, renderer = edge(self.plan)
-            size = len(renderer("json", sample) if renderer else rows_text("json", head, decoder(sample)))
+            size = len(edge(self.plan)[2]("json", sample))
             rows, total = self.measured[0] + len(sample), self.measured[1] + size
             self.measured, self.seen = (rows, total), n
             # When the rows measured reach the budget by themselves: rows * max_bytes / total <= rows <= n.
@@ -271,27 +262,17 @@ class PageLimit:
 def run(
     plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None
 ) -> tuple[Sequence[Mapping], bool]:
-    """Pull mappings until the plan is exhausted (True) or suspended (False):
-    the quantum expired or the page is full. The rows: a list, or when the whole
-    plan runs natively, its buffer of ids (no Python object per row)."""
+    """Run until the plan is exhausted (True) or suspended (False): the quantum
+    expired or the page is full. The rows: a buffer of ids (no Python object per row)."""
     if plan.form == ASK:
         max_results = max_bytes = None
-    native = plan.root if isinstance(plan.root, NativeTree) else None
-    rows = native.rows() if native is not None else []
+    rows = plan.root.rows()
     page = PageLimit(plan, rows, max_results, max_bytes)
     plan.ctx.wanted = page.wanted if page.limit() != math.inf else _unbounded
     limit = page.limit()
     quantum.start()
     try:
-        if native is not None:  # a batch at a time: its size is what the page wants
-            for _ in native.batches((0,) * plan.ctx.width, rows):
-                if len(rows) >= limit:
-                    if page.full():
-                        return rows, False
-                    limit = page.limit()
-            return rows, True
-        for mapping in plan.mappings():
-            rows.append(mapping)
+        for _ in plan.root.batches(rows):  # a batch at a time: its size is what the page wants
             if len(rows) >= limit:
                 if page.full():
                     return rows, False

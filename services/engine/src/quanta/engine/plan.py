@@ -3,14 +3,13 @@
 A saved plan is the static PhysicalPlan, serialized once when the query is
 compiled and carried unchanged from quantum to quantum, plus the operators'
 state as a flat list of integers. Resuming builds the operator tree from the
-static part, or takes one a previous quantum of the same query left in this
-process's pool, and loads the state into it.
+static part (and the native tree from it), or takes one a previous quantum of
+the same query left in this process's pool, and loads the state into it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,12 +17,12 @@ from google.protobuf.message import DecodeError
 
 from quanta.engine.context import Context
 from quanta.engine.operators import Operator, build
-from quanta.engine.operators.native import native_execution, nativize
+from quanta.engine.operators.native import NativeTree
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import DatasetMismatch, InvalidPlan, PlanVersion
-from quanta.sparql.term_table import Mapping, TermTable
+from quanta.sparql.term_table import TermTable
 
 MAX_POOLED_TERMS = 10_000  # computed terms a pooled plan may keep in memory
 MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a million)
@@ -40,7 +39,7 @@ ASK = pb.QUERY_FORM_ASK
 @dataclass(slots=True)
 class Plan:
     ctx: Context
-    root: Operator
+    root: NativeTree
     variables: list[str]  # name per slot
     projection: list[int]  # result columns (slots)
     form: pb.QueryForm
@@ -52,7 +51,7 @@ class Plan:
     def compiled(
         cls, ctx: Context, root: Operator, variables: list[str], projection: list[int], form: pb.QueryForm
     ) -> Plan:
-        return cls(ctx, _executable(root, ctx), variables, projection, form, None, len(ctx.terms.extra))
+        return cls(ctx, NativeTree(ctx, root), variables, projection, form, None, len(ctx.terms.extra))
 
     @property
     def description(self) -> bytes:
@@ -72,10 +71,6 @@ class Plan:
     @property
     def head(self) -> list[str]:
         return [self.variables[slot] for slot in self.projection]
-
-    def mappings(self) -> Iterator[Mapping]:
-        """The plan's solutions from its current state on."""
-        return self.root.iterate((0,) * self.ctx.width)
 
     def save(self) -> bytes:
         """Suspend: the plan and its state as protobuf bytes (between mappings)."""
@@ -117,17 +112,13 @@ class Plan:
                 ctx.quantum = quantum
             else:
                 ctx = Context(store, quantum, TermTable(store, list(physical.extra_terms)), width)
-                root = _executable(build(physical.root, ctx), ctx)
+                root = NativeTree(ctx, build(physical.root, ctx))
             ctx.terms.restore_terms(len(physical.extra_terms), list(msg.state_terms))
-            state = iter(msg.state)
-            root.load_state(state)
-            if next(state, None) is not None:
-                raise ValueError("state longer than the plan")
-            root.prepare((0,) * width)
+            root.load_state(list(msg.state))
             projection = list(physical.projection)
             if any(slot >= width for slot in projection):
                 raise ValueError("projection of an undeclared variable")
-        except (ValueError, StopIteration, KeyError, IndexError) as error:
+        except (ValueError, KeyError, IndexError) as error:
             raise InvalidPlan(f"saved plan is malformed: {error}") from error
         return cls(ctx, root, list(physical.variables), projection, physical.form, msg.plan, len(physical.extra_terms))
 
@@ -193,11 +184,6 @@ class PlanPool:
 
 
 POOL = PlanPool()
-
-
-def _executable(root: Operator, ctx: Context) -> Operator:
-    """The tree that runs: on the native store, all of it natively."""
-    return nativize(root, ctx) if native_execution(ctx) else root
 
 
 @lru_cache(maxsize=1024)

@@ -16,7 +16,7 @@ from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.storage import TripleStore, available_backends
+from quanta.engine.storage import TripleStore
 from quanta.sparql.terms import nt_term
 
 if TYPE_CHECKING:
@@ -40,11 +40,6 @@ def shared_dir() -> Path:
         if (base / "shared" / "datasets").is_dir():
             return base / "shared"
     return Path.cwd().parent / "shared"
-
-
-def backends_under_test() -> list[str]:
-    """The storage backends tests run on: $QUANTA_TEST_BACKENDS (say `native`), else every one installed."""
-    return [b for b in os.environ.get("QUANTA_TEST_BACKENDS", ",".join(available_backends())).split(",") if b]
 
 
 def converter() -> str:

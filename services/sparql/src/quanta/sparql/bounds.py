@@ -26,7 +26,6 @@ interrupted mid-call, but it is linear in the text, which `check` bounds.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import hashlib
 import os
@@ -44,6 +43,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 
+from quanta.native import _core
 from quanta.sparql.errors import ParserBusy, QuantaError, QuerySyntaxError, QueryTooComplex
 
 T = TypeVar("T")
@@ -95,24 +95,6 @@ def limits() -> ParseLimits:
     return ParseLimits.from_env(os.environ)
 
 
-# One pass: what is skipped whole (comments, strings, IRIs), brackets, words, operators.
-_SCAN = re.compile(
-    r"""
-    (?P<skip>\#[^\n]*
-           |\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"
-           |'''(?:[^'\\]|\\.|'(?!''))*'''
-           |"(?:[^"\\\n]|\\.)*"
-           |'(?:[^'\\\n]|\\.)*'
-           |<[^<>"{}|^`\\\x00-\x20]*>)
-  | (?P<open>[({\[])
-  | (?P<close>[)}\]])
-  | (?P<word>[?$]?[^\s(){}\[\]<>"'\#,;=!&|+*/^-][^\s(){}\[\]<>"'\#,;=!&|+*/^]*)
-  | (?P<op>\|\||&&|!=|<=|>=|[-+*/=<>!])
-    """,
-    re.VERBOSE,
-)
-_COMBINATORS = frozenset({"UNION", "OPTIONAL", "MINUS"})
-_COUNTED = frozenset({"LIMIT", "OFFSET"})
 # Not characters: a surrogate (raw, or a \u / \U escape of one) or an escape past U+10FFFF.
 _NOT_TEXT = re.compile(
     r"[\ud800-\udfff]|(?<!\\)(?:\\\\)*\\(?:u[dD][89a-fA-F][0-9a-fA-F]{2}|U(?!00(?:0[0-9a-fA-F]|10))[0-9a-fA-F]{8}"
@@ -130,37 +112,20 @@ def check(text: str, bounds: ParseLimits | None = None) -> int:
         found = bad.group()
         shown = found[found.rfind("\\") :] if len(found) > 1 else f"U+{ord(found):04X}"
         raise QuerySyntaxError(f"{shown} is not a character (a lone surrogate, or past U+10FFFF)", line, column)
-    depth = deepest = operators = 0
-    counted: str | None = None  # LIMIT or OFFSET, just read: its number comes next
-    for match in _SCAN.finditer(text):
-        kind = match.lastgroup
-        if kind == "open":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > bounds.max_depth:
-                    raise QueryTooComplex(
-                        f"the query nests brackets more than {bounds.max_depth} deep (at character {match.start()});"
-                        f" the limit is {bounds.max_depth} (QUANTA_MAX_QUERY_DEPTH)",
-                        "QUANTA_MAX_QUERY_DEPTH",
-                    )
-        elif kind == "close":
-            depth -= 1
-        elif kind == "word":
-            word = match.group()
-            upper = word.upper()
-            if upper in _COMBINATORS:
-                operators += 1
-            if counted is not None and word.isdigit() and int(word) > MAX_INTEGER:
-                raise QueryTooComplex(
-                    f"{counted} {word} is past the largest {counted} this service takes ({MAX_INTEGER})", counted
-                )
-            counted = upper if upper in _COUNTED else None
-            continue
-        elif kind == "op":
-            operators += 1
-        if kind != "skip":
-            counted = None
+    # one pass of the native core over the tokens: what is skipped whole (comments, strings,
+    # IRIs), brackets, words, operators (`scan_text` in services/native/src/query.rs)
+    deepest, operators, past = _core.scan_query(text, bounds.max_depth, MAX_INTEGER)
+    if past is not None and past[0] == "depth":
+        raise QueryTooComplex(
+            f"the query nests brackets more than {bounds.max_depth} deep (at character {past[1]});"
+            f" the limit is {bounds.max_depth} (QUANTA_MAX_QUERY_DEPTH)",
+            "QUANTA_MAX_QUERY_DEPTH",
+        )
+    if past is not None:
+        _, counted, word = past
+        raise QueryTooComplex(
+            f"{counted} {word} is past the largest {counted} this service takes ({MAX_INTEGER})", counted
+        )
     if operators > bounds.max_operators:
         raise QueryTooComplex(
             f"the query has {operators} operators (UNION, OPTIONAL, MINUS, + - * / = < > ! && ||);"
@@ -371,6 +336,8 @@ def run(call: Callable[[], T]) -> T:
 
 async def run_async(call: Callable[[], T]) -> T:
     """`call()` on a parse thread under the parse budget; the event loop runs meanwhile."""
+    import asyncio  # here: `quanta query` never needs it (about 50 ms at start)
+
     return await asyncio.wrap_future(threads().submit(lambda: _deep(call), limits().budget_s))
 
 

@@ -16,9 +16,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Protocol
-from xml.sax.saxutils import escape, quoteattr
 
 from quanta.sparql.terms import nt_term, split_literal
+from quanta.sparql.xml_text import escape, quoteattr
 
 GRAPH_FORMATS = {
     "nt": "application/n-triples",

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _quote  # json.dumps's string encoder (C)
 from typing import Protocol
-from xml.sax.saxutils import escape, quoteattr
 
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.terms import nt_term, split_literal
+from quanta.sparql.xml_text import escape, quoteattr
 
 FORMATS = {
     "json": "application/sparql-results+json",

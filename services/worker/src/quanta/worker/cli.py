@@ -177,16 +177,18 @@ def warm_up(store: TripleStore) -> None:
 
 
 def open_dataset(dataset: Dataset, client: redis.Redis, graph: str | None = None) -> TripleStore:
-    """Open a dataset's HDT file (or one of its named graphs' files) with the
-    configured storage backend (the catalog's `backend`, else $QUANTA_BACKEND,
-    else the default); if its side index is missing, one worker builds it
-    (under a Redis lock) while the others wait. A named graph's store is named
-    after it, so a plan saved on it resumes on no other graph."""
+    """Open a dataset's HDT file (or one of its named graphs' files) on the
+    native store. The catalog's `backend`, else $QUANTA_BACKEND, is checked
+    here: the retired `pyhdt` is accepted, runs on the native store and logs
+    a warning (once per process); any other unknown name fails the start.
+    If the file's side index is missing, one worker builds it (under a Redis
+    lock) while the others wait. A named graph's store is named after it, so a
+    plan saved on it resumes on no other graph."""
     backend = backend_name(dataset.backend or None)
     path = dataset.path if graph is None else dataset.graph(graph)
     assert path is not None
     name = dataset.name if graph is None else f"{dataset.name} <{graph}>"
-    index = Path(side_index_path(str(path), backend))
+    index = Path(side_index_path(str(path)))
     lock = keys.index_lock(str(index))
     while not index.exists():
         if client.set(lock, "1", nx=True, ex=1800):

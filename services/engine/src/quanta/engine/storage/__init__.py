@@ -8,17 +8,20 @@ joins and FILTER equality compare integers. 0 is the wildcard in a pattern
 
 from __future__ import annotations
 
-import importlib.util
+import functools
+import logging
 import os
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 Triple = tuple[int, int, int]
 
 
 class TripleStore(Protocol):
-    """Read-only access to one dataset file: `storage.native` (the default)
-    and `storage.hdt` (pyHDT, the reference) implement it."""
+    """Read-only access to one dataset file, and the running of plans over it:
+    `storage.native`, over the native core. (`storage.hdt`, over pyHDT, reads
+    the same files with the same ids: the reference the tests compare the
+    native store's reading with; the engine does not run on it.)"""
 
     name: str
     backend: str  # one of BACKENDS
@@ -51,50 +54,59 @@ class TripleStore(Protocol):
         """Dictionary string of a global id."""
         ...
 
+    def pipeline(self, width: int, spec: tuple[Any, ...]) -> Any:
+        """A plan (`quanta.engine.operators.native.spec`) ready to run over this
+        file: `quanta.native._core.Pipeline`."""
+        ...
 
-BACKENDS = ("native", "pyhdt")
+    def decode_rows(self, rows: Any, projection: list[int], extra: list[str]) -> list[tuple[str | None, ...]]:
+        """Rows of ids projected and decoded (negative ids: `extra[-id - 1]`)."""
+        ...
+
+    def render(self, fmt: str, keys: list[bytes], rows: Any, projection: list[int], extra: list[str]) -> bytes:
+        """Rows of ids projected and written in a results format (`quanta.native._core`)."""
+        ...
+
+
+BACKENDS = ("native",)
+RETIRED_BACKENDS = ("pyhdt",)  # still accepted in settings: the engine runs on the native store
 DEFAULT_BACKEND = "native"
 BACKEND_ENV = "QUANTA_BACKEND"
+log = logging.getLogger("quanta.engine.storage")
 
 
 def backend_name(backend: str | None = None) -> str:
     """The backend to use: `backend` if given, else $QUANTA_BACKEND, else the
-    default (`native`; `pyhdt` is the reference implementation, an optional
-    dependency kept for tests and comparisons)."""
+    default (`native`). A retired one (`pyhdt`: the engine once ran on pyHDT)
+    is read as the native store, which reads the same files with the same ids,
+    with a warning."""
     chosen = backend or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    if chosen in RETIRED_BACKENDS:
+        _warn_retired(chosen)
+        return DEFAULT_BACKEND
     if chosen not in BACKENDS:
         raise ValueError(f"unknown storage backend {chosen!r} (expected one of {', '.join(BACKENDS)})")
     return chosen
 
 
-def available_backends() -> list[str]:
-    """The backends this installation can open (pyHDT is optional)."""
-    found = ["native"]
-    if importlib.util.find_spec("hdt") is not None:
-        found.append("pyhdt")
-    return found
+@functools.cache
+def _warn_retired(backend: str) -> None:
+    log.warning(
+        "the storage backend is retired: the engine runs on the native store (same files, same ids)",
+        extra={"backend": backend},
+    )
 
 
-def side_index_path(path: str, backend: str | None = None) -> str:
-    """Where the backend keeps the side index of an HDT file (built on first
-    open when missing: `quanta load` builds the native one, a worker that
-    finds it missing builds it under a lock)."""
-    if backend_name(backend) == "pyhdt":
-        return path + ".index.v1-1"  # hdt-cpp's
+def side_index_path(path: str) -> str:
+    """Where the native store keeps the side index of an HDT file (built on first
+    open when missing: `quanta load` builds it, a worker that finds it missing
+    builds it under a lock)."""
     return path + ".quanta-index.v1"  # quanta.native.INDEX_SUFFIX
 
 
 def open_store(path: str, name: str | None = None, backend: str | None = None) -> TripleStore:
-    """Open a dataset file with the configured backend (see `backend_name`).
-    Both read the same HDT file and give the same ids and orders, so a plan
-    saved on one resumes on the other."""
-    if backend_name(backend) == "pyhdt":
-        try:
-            from quanta.engine.storage.hdt import HdtStore
-        except ImportError as error:
-            raise ValueError("the pyhdt backend needs pyHDT: install quanta-engine[pyhdt]") from error
-
-        return HdtStore(path, name=name)
+    """Open a dataset file (`backend`: see `backend_name`)."""
+    backend_name(backend)
     from quanta.engine.storage.native import NativeStore
 
     return NativeStore(path, name=name)

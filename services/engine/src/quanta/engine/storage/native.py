@@ -2,8 +2,8 @@
 Rust): the file and its side index (`FILE.hdt.quanta-index.v1`) are
 memory-mapped, so workers on one machine share their pages, and every scan
 resumes from its offset in constant time (`?P?` included) but `S?O`, which
-walks the subject's pairs. Global ids and orders are those of the pyHDT
-backend (`quanta.engine.storage.hdt`): a plan saved on one resumes on the other.
+walks the subject's pairs. Global ids and orders are pyHDT's
+(`quanta.engine.storage.hdt`, the reference the tests compare it with).
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class NativeStore:
         self.estimate = hdt.estimate  # type: ignore[method-assign]
         self.extract = hdt.extract  # type: ignore[method-assign]
         self.extract_many = hdt.extract_many
+        self.pipeline = hdt.pipeline
+        self.decode_rows = hdt.decode_rows
+        self.render = hdt.render
         self._located: dict[str, int] = {}
 
     def search(self, s: int, p: int, o: int, offset: int = 0) -> Iterator[Triple]:
