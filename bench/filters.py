@@ -15,22 +15,17 @@ bench/results/filters.json and the `filters` block of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.engine.execute import run
 from quanta.engine.operators import expression
-from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import open_store
 from quanta.engine.testing import shared_dir
 
@@ -50,19 +45,7 @@ DOC = Path(__file__).parent.parent / "docs" / "benchmarks.md"
 
 def timed(store: Any, query: str, runs: int) -> tuple[int, float]:
     """(rows out, median CPU seconds) of `runs` runs."""
-    cpus, rows = [], 0
-    for _ in range(runs):
-        plan = compile_query(query, store)
-        quantum = Quantum(None)
-        plan.ctx.quantum = quantum
-        gc.collect()
-        gc.disable()
-        started = time.process_time()
-        got, done = run(plan, quantum)
-        cpus.append(time.process_time() - started)
-        gc.enable()
-        assert done
-        rows = len(got)
+    rows, _, cpus = benchlib.run_whole(store, query, runs)
     return rows, statistics.median(cpus)
 
 

@@ -235,26 +235,9 @@ def resume_costs(path: Path, quick: bool) -> dict[str, Any]:
 
 
 def join_rate(path: Path, repeats: int) -> dict[str, Any]:
-    from quanta.engine.execute import run
-    from quanta.engine.quantum import Quantum
-    from quanta.engine.sparql.compile import compile_query
     from quanta.engine.storage import open_store
 
-    store = open_store(str(path))
-    walls, cpus, rows = [], [], 0
-    for _ in range(repeats):
-        plan = compile_query(JOIN, store)
-        quantum = Quantum(None)
-        plan.ctx.quantum = quantum
-        gc.collect()
-        gc.disable()
-        w, c = time.perf_counter(), time.process_time()
-        got, _ = run(plan, quantum)
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-        gc.enable()
-        rows = len(got)
-        del got
+    rows, walls, cpus = benchlib.run_whole(open_store(str(path)), JOIN, repeats)
     out = {
         "native": {
             "rows": rows,

@@ -11,7 +11,7 @@
 //! and expressions with no native evaluation, go to the caller's reference
 //! evaluator (`Budget::undecided`).
 
-use crate::expr::{Eval, Expr, Fail, Terms};
+use crate::expr::{Eval, Expr, Terms};
 use crate::store::{Cursor, Store, Triple};
 use std::time::Instant;
 
@@ -79,15 +79,13 @@ impl Clock {
 #[derive(Clone, Copy, Debug)]
 pub struct Pattern(pub [i64; 3]);
 
-impl Store {
-    /// The count of `pattern`'s triples under `mu` (its bound variables substituted).
-    fn estimate_of(&self, pattern: &Pattern, mu: &[i64]) -> u64 {
-        let [s, p, o] = pattern.resolve(mu, &mut Vec::new());
-        self.estimate(s, p, o)
-    }
-}
-
 impl Pattern {
+    /// How many triples the pattern has under `mu` (its bound variables substituted).
+    fn count(&self, store: &Store, mu: &[i64]) -> u64 {
+        let [s, p, o] = self.resolve(mu, &mut Vec::new());
+        store.estimate(s, p, o)
+    }
+
     /// The pattern under `mu`, and (slot, position) of its free variables.
     fn resolve(&self, mu: &[i64], free: &mut Vec<(usize, usize)>) -> [i64; 3] {
         free.clear();
@@ -169,11 +167,6 @@ impl ScanRt {
             }
         }
     }
-}
-
-/// A count or position of a saved state, which is never negative.
-fn count(v: i64) -> Result<u64, String> {
-    u64::try_from(v).map_err(|_| format!("saved position {v} out of range"))
 }
 
 /// VALUES: a step per row read (taken before
@@ -288,13 +281,7 @@ enum Node {
     },
     Join(Box<IndexJoin>),
     Merge(Box<MergeJoin>),
-    Slice {
-        input: Box<Node>,
-        offset: u64,
-        limit: Option<u64>,
-        skip: u64,
-        remaining: Option<u64>,
-    },
+    Slice(Box<Slice>),
     Filter {
         input: Box<Node>,
         atoms: Vec<Atom>,
@@ -307,6 +294,15 @@ enum Node {
         number: usize,
         value: Option<Expr>,
     },
+}
+
+/// OFFSET/LIMIT. State: the rows still to skip, and to hand on (None: no limit).
+struct Slice {
+    input: Node,
+    offset: u64,
+    limit: Option<u64>,
+    skip: u64,
+    remaining: Option<u64>,
 }
 
 /// For each mapping of `left`, `right` under its bindings. State: the left
@@ -377,7 +373,7 @@ impl Reader<'_> {
     /// A non-negative count, at most `limit`.
     fn count(&mut self, limit: Option<u64>) -> Result<u64, String> {
         let v = self.next()?;
-        match count(v) {
+        match u64::try_from(v) {
             Ok(c) if limit.is_none_or(|l| c <= l) => Ok(c),
             _ => Err(format!("saved position {v} out of range")),
         }
@@ -491,13 +487,13 @@ impl Node {
                 input,
                 offset,
                 limit,
-            } => Node::Slice {
-                input: Box::new(Node::build(*input, width, terms, numbers)),
+            } => Node::Slice(Box::new(Slice {
+                input: Node::build(*input, width, terms, numbers),
                 offset,
                 limit,
                 skip: offset,
                 remaining: limit,
-            },
+            })),
             Spec::Filter {
                 input,
                 atoms,
@@ -540,21 +536,16 @@ impl Node {
             }
             Node::Join(join) => join.next(cx, mu, out),
             Node::Merge(join) => join.next(cx, mu, out),
-            Node::Slice {
-                input,
-                skip,
-                remaining,
-                ..
-            } => loop {
+            Node::Slice(slice) => loop {
                 // checked before pulling, so no input row is lost
-                if *remaining == Some(0) || !input.next(cx, mu, out)? {
+                if slice.remaining == Some(0) || !slice.input.next(cx, mu, out)? {
                     return Ok(false);
                 }
-                if *skip > 0 {
-                    *skip -= 1;
+                if slice.skip > 0 {
+                    slice.skip -= 1;
                     continue;
                 }
-                if let Some(r) = remaining {
+                if let Some(r) = &mut slice.remaining {
                     *r -= 1;
                 }
                 return Ok(true);
@@ -573,20 +564,16 @@ impl Node {
                 let Some((number, expr)) = condition else {
                     return Ok(true);
                 };
-                let decided = match expr {
-                    Some(e) => match (Eval {
+                // natively (an error is false), or None: the reference decides
+                let decided = expr.as_ref().and_then(|e| {
+                    (Eval {
                         store: cx.store,
                         terms: cx.terms,
                         row: out,
                     })
                     .test(e)
-                    {
-                        Ok(holds) => Some(holds),
-                        Err(Fail::Unknown) => None,
-                        Err(Fail::Error) => Some(false),
-                    },
-                    None => None,
-                };
+                    .ok()
+                });
                 let holds = match decided {
                     Some(holds) => holds,
                     None => {
@@ -665,16 +652,10 @@ impl Node {
                 join.group_position = 0;
                 join.restart();
             }
-            Node::Slice {
-                input,
-                offset,
-                limit,
-                skip,
-                remaining,
-            } => {
-                input.reset();
-                *skip = *offset;
-                *remaining = *limit;
+            Node::Slice(slice) => {
+                slice.input.reset();
+                slice.skip = slice.offset;
+                slice.remaining = slice.limit;
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.reset(),
         }
@@ -697,9 +678,8 @@ impl Node {
                 join.left.restart();
                 join.restart();
             }
-            Node::Slice { input, .. } | Node::Filter { input, .. } | Node::Extend { input, .. } => {
-                input.restart()
-            }
+            Node::Slice(slice) => slice.input.restart(),
+            Node::Filter { input, .. } | Node::Extend { input, .. } => input.restart(),
         }
     }
 
@@ -728,15 +708,10 @@ impl Node {
                 out.push(join.right_offset as i64);
                 join.left.save(out, foreign);
             }
-            Node::Slice {
-                input,
-                skip,
-                remaining,
-                ..
-            } => {
-                out.push(*skip as i64);
-                out.push(remaining.map_or(0, |r| r as i64 + 1));
-                input.save(out, foreign);
+            Node::Slice(slice) => {
+                out.push(slice.skip as i64);
+                out.push(slice.remaining.map_or(0, |r| r as i64 + 1));
+                slice.input.save(out, foreign);
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.save(out, foreign),
         }
@@ -748,7 +723,7 @@ impl Node {
     /// none; what was handed is done).
     fn fraction(&self, store: &Store, mu: &[i64], inner: Option<f64>) -> f64 {
         match self {
-            Node::Scan(scan) => position(scan.offset, store.estimate_of(&scan.pattern, mu), inner),
+            Node::Scan(scan) => position(scan.offset, scan.pattern.count(store, mu), inner),
             Node::Values(values) => position(values.position, values.rows, inner),
             Node::Union { branches, active } => {
                 let Some(running) = branches.get(*active) else {
@@ -775,27 +750,21 @@ impl Node {
                 let rest = join.has_current.then(|| {
                     let mut keyed = vec![0; join.current.len()];
                     keyed[join.key] = join.current[join.key];
-                    let size = store.estimate_of(&join.right, &keyed);
+                    let size = join.right.count(store, &keyed);
                     position(join.group_position, size, inner)
                 });
                 join.left.fraction(store, mu, rest)
             }
-            Node::Slice {
-                input,
-                offset,
-                limit,
-                skip,
-                remaining,
-            } => {
-                let structural = input.fraction(store, mu, inner);
-                let Some(limit) = limit else {
+            Node::Slice(slice) => {
+                let structural = slice.input.fraction(store, mu, inner);
+                let Some(limit) = slice.limit else {
                     return structural;
                 };
-                let total = offset + limit;
+                let total = slice.offset + limit;
                 if total == 0 {
                     return 1.0;
                 }
-                let pulled = (offset - skip) + (limit - remaining.unwrap_or(0));
+                let pulled = (slice.offset - slice.skip) + (limit - slice.remaining.unwrap_or(0));
                 structural.max(clamp(pulled as f64 / total as f64))
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => {
@@ -808,14 +777,13 @@ impl Node {
     /// UNION's: its branches'), a VALUES's rows.
     fn weight(&self, store: &Store, mu: &[i64]) -> u64 {
         match self {
-            Node::Scan(scan) => store.estimate_of(&scan.pattern, mu),
+            Node::Scan(scan) => scan.pattern.count(store, mu),
             Node::Values(values) => values.rows,
             Node::Union { branches, .. } => branches.iter().map(|b| b.weight(store, mu)).sum(),
             Node::Join(join) => join.left.weight(store, mu),
             Node::Merge(join) => join.left.weight(store, mu),
-            Node::Slice { input, .. } | Node::Filter { input, .. } | Node::Extend { input, .. } => {
-                input.weight(store, mu)
-            }
+            Node::Slice(slice) => slice.input.weight(store, mu),
+            Node::Filter { input, .. } | Node::Extend { input, .. } => input.weight(store, mu),
         }
     }
 
@@ -842,23 +810,17 @@ impl Node {
                 join.right_offset = r.count(None)?;
                 join.left.load(r)?;
             }
-            Node::Slice {
-                input,
-                offset,
-                limit,
-                skip,
-                remaining,
-            } => {
-                *skip = r.count(Some(*offset))?;
-                let saved = r.count(limit.map(|l| l + 1))?;
-                *remaining = match limit {
+            Node::Slice(slice) => {
+                slice.skip = r.count(Some(slice.offset))?;
+                let saved = r.count(slice.limit.map(|l| l + 1))?;
+                slice.remaining = match slice.limit {
                     None => None,
                     Some(_) if saved == 0 => {
                         return Err("slice: no remaining count for a limit".into())
                     }
                     Some(_) => Some(saved - 1),
                 };
-                input.load(r)?;
+                slice.input.load(r)?;
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.load(r)?,
         }
@@ -983,6 +945,8 @@ pub struct Tree {
     pub undecided: u64,
     terms: Terms,
     out: Vec<i64>,
+    /// the plan's input mapping: every slot unbound
+    unbound: Vec<i64>,
 }
 
 impl Tree {
@@ -997,6 +961,7 @@ impl Tree {
             undecided: 0,
             terms,
             out: vec![0; width],
+            unbound: vec![0; width],
         }
     }
 
@@ -1007,12 +972,6 @@ impl Tree {
     /// Free what the conditions keep between rows (decoded terms, memoized tests).
     pub fn trim(&mut self) {
         self.terms.clear();
-    }
-
-    /// Back to the initial state.
-    pub fn reset(&mut self) {
-        self.root.reset();
-        self.root.restart();
     }
 
     /// Continue from the state as a new run would (see `Node::restart`).
@@ -1061,7 +1020,6 @@ impl Tree {
         &mut self,
         store: &Store,
         budget: &mut Budget,
-        mu: &[i64],
         max_rows: usize,
         rows: &mut Vec<i64>,
     ) -> (Status, usize) {
@@ -1070,6 +1028,7 @@ impl Tree {
             undecided,
             terms,
             out,
+            unbound,
             ..
         } = self;
         let mut cx = Cx {
@@ -1083,7 +1042,7 @@ impl Tree {
             if produced >= max_rows {
                 break Status::Full;
             }
-            match root.next(&mut cx, mu, out) {
+            match root.next(&mut cx, unbound, out) {
                 Ok(true) => {
                     rows.extend_from_slice(out);
                     produced += 1;

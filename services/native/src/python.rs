@@ -543,10 +543,6 @@ impl Pipeline {
         self.tree.restart();
     }
 
-    fn reset(&mut self) {
-        self.tree.reset();
-    }
-
     /// Free the conditions' caches of decoded terms and memoized tests (a
     /// pooled plan keeps none).
     fn trim(&mut self) {
@@ -571,14 +567,12 @@ impl Pipeline {
         self.tree.save()
     }
 
-    /// Load a state in that layout (all of `state`); `restored(id)`, if given,
-    /// maps each negative id a mapping holds.
-    #[pyo3(signature = (state, restored = None))]
-    fn load(&mut self, state: Vec<i64>, restored: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    /// Load a state in that layout (all of `state`); `restored(id)` maps each
+    /// negative id a mapping holds.
+    fn load(&mut self, state: Vec<i64>, restored: Bound<'_, PyAny>) -> PyResult<()> {
         let mut failure: Option<PyErr> = None;
         let mut restore = |v: i64| -> Result<i64, String> {
-            let Some(f) = &restored else { return Ok(v) };
-            f.call1((v,)).and_then(|r| r.extract()).map_err(|e| {
+            restored.call1((v,)).and_then(|r| r.extract()).map_err(|e| {
                 let text = e.to_string();
                 failure = Some(e);
                 text
@@ -591,34 +585,28 @@ impl Pipeline {
         result.map_err(PyValueError::new_err)
     }
 
-    /// Up to `max_rows` rows extending `mu`, appended to `into` (a new `Rows`
-    /// buffer if None), and why it stopped (FULL, DONE, EXPIRED). Steps come
-    /// from and go back to `quantum.budget`; the clock is checked natively
+    /// Up to `max_rows` rows appended to `into`, and why it stopped (FULL,
+    /// DONE, EXPIRED). Steps come from and go back to `quantum.budget`; the
+    /// clock is checked natively
     /// when `deadline_in` (seconds left, maybe inf) is given, else by calling
     /// `quantum.check()`, whose `expired` exception means the quantum is over.
-    #[pyo3(signature = (mu, max_rows, quantum, expired, deadline_in = None, every = 64, into = None))]
+    #[pyo3(signature = (into, max_rows, quantum, expired, deadline_in = None, every = 64))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
         py: Python<'py>,
-        mu: Vec<i64>,
+        into: Bound<'py, Rows>,
         max_rows: usize,
         quantum: &Bound<'py, PyAny>,
         expired: &Bound<'py, PyAny>,
         deadline_in: Option<f64>,
         every: i64,
-        into: Option<Bound<'py, Rows>>,
-    ) -> PyResult<(Bound<'py, Rows>, u8)> {
+    ) -> PyResult<u8> {
         let width = self.tree.width();
-        if mu.len() != width {
-            return Err(PyValueError::new_err("input mapping of the wrong width"));
+        if into.borrow().width != width {
+            return Err(PyValueError::new_err("a buffer of rows of the wrong width"));
         }
-        let target = match into {
-            Some(rows) if rows.borrow().width == width => rows,
-            Some(_) => return Err(PyValueError::new_err("a buffer of rows of the wrong width")),
-            None => Bound::new(py, Rows::new(width))?,
-        };
-        let mut buffer = target.borrow_mut();
+        let mut buffer = into.borrow_mut();
         let steps: i64 = quantum.getattr("budget")?.extract()?;
         buffer.ids.reserve(max_rows.min(4096) * width);
         // a Python error met inside the run (the clock's check, a test), raised after it
@@ -687,7 +675,7 @@ impl Pipeline {
             };
             let done = self
                 .tree
-                .run(&self.store, &mut budget, &mu, max_rows, &mut buffer.ids);
+                .run(&self.store, &mut budget, max_rows, &mut buffer.ids);
             quantum.setattr("budget", budget.steps)?;
             done
         };
@@ -699,13 +687,11 @@ impl Pipeline {
             quantum.setattr("overshoot", clock.overshoot)?;
         }
         buffer.count += produced;
-        drop(buffer);
-        let code = match status {
+        Ok(match status {
             Status::Full => FULL,
             Status::Done => DONE,
             Status::Expired => EXPIRED,
-        };
-        Ok((target, code))
+        })
     }
 }
 

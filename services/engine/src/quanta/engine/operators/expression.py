@@ -102,7 +102,7 @@ class Extend(Operator):
 
 
 Atom = tuple[bool, tuple[bool, int], tuple[bool, int]]  # (same, (is slot, value), (is slot, value))
-Tree = tuple[Any, ...]  # a condition as the native core reads it (`Pipeline.add_condition`)
+Tree = tuple[Any, ...]  # a condition or value as the native core reads it (`NativeHdt.pipeline`)
 F = pb.Function
 
 
@@ -197,7 +197,7 @@ FALSE_TERM = '"false"^^<http://www.w3.org/2001/XMLSchema#boolean>'
 
 
 def native_condition(e: pb.Expr, ctx: Context) -> Tree | None:
-    """The expression as the native core's tree (`Pipeline.add_condition`),
+    """The expression as the native core's tree (`NativeHdt.pipeline`),
     or None if it calls a function the native evaluator lacks."""
     kind = e.WhichOneof("kind")
     if kind == "variable":

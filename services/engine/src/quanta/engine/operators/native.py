@@ -51,14 +51,13 @@ class NativeTree:
         ctx = self.ctx
         quantum = ctx.quantum
         native_clock = type(quantum) is Quantum  # else (tests' quanta) the native core calls quantum.check()
-        mu = [0] * ctx.width
         pipeline.restart()
         size = FIRST_BATCH
         while True:
             wanted = ctx.wanted()
             step = size if wanted is None else max(1, min(size, wanted))
             left = quantum.deadline - perf_counter() if native_clock else None
-            _, status = pipeline.run(mu, step, quantum, QuantumExpired, left, CHECK_EVERY, into)
+            status = pipeline.run(into, step, quantum, QuantumExpired, left, CHECK_EVERY)
             yield
             if status == EXPIRED:
                 raise QuantumExpired
