@@ -219,6 +219,8 @@ schema = obj(
                         "maxConnections": i("QUANTA_MAX_CONNECTIONS (per process)", 1),
                         "maxConnectionsPerAddress": i("QUANTA_MAX_CONNECTIONS_PER_ADDRESS (per process; 0: none)", 0),
                         "publicUrl": s("QUANTA_PUBLIC_URL"),
+                        "localQuantumMs": n("QUANTA_LOCAL_QUANTUM_MS (0: off)", minimum=0, maximum=1000),
+                        "localShare": n("QUANTA_LOCAL_SHARE (of a process's time)", exclusiveMinimum=0, maximum=1),
                     },
                     "gateway settings",
                 ),

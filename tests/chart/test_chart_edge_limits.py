@@ -13,6 +13,7 @@ EDGE = {  # chart setting -> the gateway's setting
     "idleTimeoutSeconds": "idle_timeout_s", "sendTimeoutSeconds": "send_timeout_s",
     "maxHeaderBytes": "max_header_bytes", "maxConnections": "max_connections", "publicUrl": "public_url",
     "maxConnectionsPerAddress": "max_connections_per_address", "queueReserve": "queue_reserve",
+    "localShare": "local_share",
 }  # fmt: skip
 
 

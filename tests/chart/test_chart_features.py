@@ -13,6 +13,7 @@ import jmespath
 import pytest
 
 from quanta.common.catalog import Dataset, Example, default_dataset, load_catalog
+from quanta.gateway.config import Settings
 
 from .conftest import CHART, ROOT
 
@@ -68,6 +69,80 @@ class TestGateway:
         assert variables["QUANTA_SECRET_KEYS"] == {
             "secretKeyRef": {"name": "quanta-signing-keys", "key": "QUANTA_SECRET_KEYS"}
         }
+
+
+class TestGatewayFirstQuantum:
+    """gateway.settings.localQuantumMs: the gateway runs a /sparql piece's first quantum itself, so
+    it must read the files where the catalog names them (the image's, or the data volume)."""
+
+    VOLUME = {"data": {"source": "volume", "mountPath": "/srv/hdt", "volume": {"existingClaim": "hdt"}}}
+
+    @staticmethod
+    def mounts(deployment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        spec = deployment["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        return {m["mountPath"]: {**m, **volumes[m["name"]]} for m in spec["containers"][0]["volumeMounts"]}
+
+    def test_on_by_default_with_the_sample_in_the_gateway_image(self, render, one) -> None:
+        docs = render()
+        gateway = one(docs, "Deployment", "-gateway")
+        variables = env(gateway)
+        assert (variables["QUANTA_LOCAL_QUANTUM_MS"], variables["QUANTA_LOCAL_SHARE"]) == ("10", "0.5")
+        # data.source=image: the catalog's file is in the image (services/gateway/Dockerfile), no volume
+        assert "data" not in {v["name"] for v in gateway["spec"]["template"]["spec"]["volumes"]}
+        catalog = tomllib.loads(one(docs, "ConfigMap", "-catalog")["data"]["catalog.toml"])
+        assert catalog["datasets"]["watdiv-100k"]["path"] == "/opt/quanta/data/watdiv-100k.hdt"
+
+    def test_settings_reach_the_environment(self, render, one) -> None:
+        values = {"gateway": {"settings": {"localQuantumMs": 2.5, "localShare": 0.25}}}
+        variables = env(one(render(values), "Deployment", "-gateway"))
+        assert (variables["QUANTA_LOCAL_QUANTUM_MS"], variables["QUANTA_LOCAL_SHARE"]) == ("2.5", "0.25")
+
+    def test_the_data_volume_read_only_where_the_catalog_names_the_files(self, render, one) -> None:
+        docs = render(self.VOLUME)
+        gateway, worker = (self.mounts(one(docs, "Deployment", role)) for role in ("-gateway", "-worker"))
+        data = {"name": "data", "mountPath": "/srv/hdt", "readOnly": True,
+                "persistentVolumeClaim": {"claimName": "hdt", "readOnly": True}}  # fmt: skip
+        assert gateway["/srv/hdt"] == worker["/srv/hdt"] == data
+        catalog = tomllib.loads(one(docs, "ConfigMap", "-catalog")["data"]["catalog.toml"])
+        assert Path(catalog["datasets"]["watdiv-100k"]["path"]).parent == Path("/srv/hdt")
+
+    def test_off_no_data_volume_on_the_gateway(self, render, one) -> None:
+        values = {**self.VOLUME, "gateway": {"settings": {"localQuantumMs": 0}}}
+        docs = render(values)
+        gateway = one(docs, "Deployment", "-gateway")
+        assert env(gateway)["QUANTA_LOCAL_QUANTUM_MS"] == "0"
+        assert set(self.mounts(gateway)) == {"/etc/quanta/catalog", "/tmp"}
+        assert "/srv/hdt" in self.mounts(one(docs, "Deployment", "-worker"))  # the workers keep theirs
+
+    @pytest.mark.parametrize(
+        ("settings", "message"),
+        [
+            ({"localQuantumMs": -1}, "localQuantumMs': minimum"),
+            ({"localQuantumMs": 1001}, "localQuantumMs': maximum"),
+            ({"localQuantumMs": "10"}, "localQuantumMs': got string, want number"),
+            ({"localShare": 0}, "localShare': exclusiveMinimum"),
+            ({"localShare": 1.5}, "localShare': maximum"),
+            ({"localShare": -0.5}, "localShare': exclusiveMinimum"),
+        ],
+    )
+    def test_the_schema_refuses_bad_values(self, render_error, settings, message: str) -> None:
+        assert message in render_error({"gateway": {"settings": settings}})
+
+    def test_the_schemas_bounds_are_the_gateways(self) -> None:
+        """What the schema lets through, the gateway starts with (config.Settings)."""
+        schema = json.loads((CHART / "values.schema.json").read_text())
+        settings = schema["properties"]["gateway"]["properties"]["settings"]["properties"]
+        bounds = {"minimum": "ge", "maximum": "le", "exclusiveMinimum": "gt", "exclusiveMaximum": "lt"}
+        for value, field in (("localQuantumMs", "local_quantum_ms"), ("localShare", "local_share")):
+            chart = {bounds[k]: v for k, v in settings[value].items() if k in bounds}
+            gateway = {
+                name: getattr(rule, name)
+                for rule in Settings.model_fields[field].metadata
+                for name in bounds.values()
+                if hasattr(rule, name)
+            }
+            assert chart == gateway, value
 
 
 class TestGatewayIngress:

@@ -67,6 +67,11 @@ def test_a_select_through_the_gateway_gives_the_engine_answer(release) -> None:
     answer = expected(LIKES)
     rows = release.sparql(LIKES)  # the SPARQL endpoint
     assert len(rows) > 1000 and sorted(rows) == answer
+    # its first quantum ran in the gateway pod, on the sample its image carries (gateway.settings.localQuantumMs)
+    with urllib.request.urlopen(f"http://127.0.0.1:{release.port}/metrics", timeout=30) as response:
+        metrics = response.read().decode()
+    local = re.findall(r'^quanta_gateway_local_quanta_total\{outcome="(?:complete|suspended)"\} (\S+)$', metrics, re.M)
+    assert sum(float(n) for n in local) >= 1, "no first quantum ran in the gateway"
     paged, _ = release.query(LIKES)  # the preemptive protocol, its pages followed to the end
     assert sorted(paged) == answer
 

@@ -112,6 +112,21 @@ imagePullPolicy: {{ .image.pullPolicy }}
 {{- .Values.data.volume.existingClaim | default (printf "%s-data" (include "quanta.fullname" .)) -}}
 {{- end -}}
 
+{{/* The data volume, read-only at data.mountPath, for the pods that read the datasets (workers, and
+the gateway when it runs first quanta); nothing with data.source=image (the files are in the image). */}}
+{{- define "quanta.dataMount" -}}
+{{- if eq .Values.data.source "volume" -}}
+- {name: data, mountPath: {{ .Values.data.mountPath }}, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "quanta.dataVolume" -}}
+{{- if eq .Values.data.source "volume" -}}
+- name: data
+  persistentVolumeClaim: {claimName: {{ include "quanta.dataClaimName" . }}, readOnly: true}
+{{- end }}
+{{- end -}}
+
 {{/* The pod-level settings every role shares. */}}
 {{- define "quanta.podCommon" -}}
 automountServiceAccountToken: false

@@ -4,10 +4,12 @@ shares one dev secret and sums metrics across processes."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +19,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from quanta.common.testing import free_port
 from quanta.gateway import cli
 from quanta.gateway.testing import paging_handler
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """`cli.main` configures the process's logging, onto this test's captured stderr (closed after
+    it): later tests would log into a closed file."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def test_refuses_to_start_without_a_secret(catalog: Path, monkeypatch, capsys) -> None:

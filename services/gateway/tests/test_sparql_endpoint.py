@@ -23,8 +23,11 @@ import pyoxigraph as ox
 import pytest
 import redis
 
+from quanta.client.transport import SubRequest
 from quanta.common import keys
+from quanta.common.catalog import load_catalog
 from quanta.common.testing import RedisServer, redis_server
+from quanta.engine.storage import open_store
 from quanta.engine.testing import (
     Solution,
     oxigraph_answer,
@@ -34,6 +37,7 @@ from quanta.engine.testing import (
     shared_dir,
 )
 from quanta.gateway.config import Settings
+from quanta.gateway.first_quantum import FirstQuantum
 from quanta.gateway.testing import Served, problem
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
@@ -43,6 +47,7 @@ WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"
 # 40 rows a page, 2 ms quanta: "likes" (about 1,100 triples) takes dozens of quanta.
 LIKES = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }}"
 EVERYTHING = "SELECT * WHERE { ?s ?p ?o }"  # thousands of quanta
+JSON = "application/sparql-results+json"
 
 
 @dataclass
@@ -330,6 +335,61 @@ def _metric(client: httpx.Client, series: str) -> float:
         if line.startswith(series + " "):
             return float(line.split()[-1])
     return 0.0
+
+
+# -- the first quantum in the gateway (QUANTA_LOCAL_QUANTUM_MS) --
+
+
+def _local(client: httpx.Client) -> dict[str, float]:
+    series = 'quanta_gateway_local_quanta_total{{outcome="{}"}}'
+    return {outcome: _metric(client, series.format(outcome)) for outcome in ("complete", "suspended")}
+
+
+def test_a_small_query_is_answered_in_the_gateway(service: SparqlService, store: ox.Store) -> None:
+    gateway = service.gateway(local_quantum_ms=500)
+    small = f"SELECT ?o WHERE {{ <{WSDBM}User0> <{WSDBM}follows> ?o }}"
+    ask = f"ASK {{ <{WSDBM}User0> <{WSDBM}follows> ?o }}"
+    queued, before = service.quiet(), _local(gateway)
+    for query in (small, ask):
+        response = gateway.post("/sparql", data={"query": query}, headers={"Accept": JSON})
+        assert response.status_code == 200, response.text
+        assert solutions(response.content, JSON) == oxigraph_rows(store, query)
+    assert service.tasks_queued() == queued, "no task went to the workers"
+    assert _local(gateway)["complete"] == before["complete"] + 2
+
+
+def test_a_long_query_goes_on_on_the_workers(service: SparqlService, store: ox.Store) -> None:
+    """A first quantum of 40 rows (the dataset's page) or 1 ms, suspended in the gateway: the
+    workers resume its saved plan, spliced (one piece) or under the gateway's own operators."""
+    gateway = service.gateway(local_quantum_ms=1)
+    grouped = f"SELECT ?s (COUNT(?o) AS ?n) WHERE {{ ?s <{WSDBM}likes> ?o }} GROUP BY ?s"
+    for query in (LIKES, grouped):
+        queued, before = service.quiet(), _local(gateway)
+        response = gateway.post("/sparql/watdiv", data={"query": query}, headers={"Accept": JSON})
+        assert response.status_code == 200, response.text
+        assert solutions(response.content, JSON) == oxigraph_rows(store, query)
+        assert service.quiet() > queued + 1, "the rest ran on the workers"
+        assert _local(gateway)["suspended"] == before["suspended"] + 1
+
+
+def test_the_first_quantum_waits_for_a_side_index_and_keeps_to_its_share(tmp_path: Path) -> None:
+    """Without its side index, a file is the workers' (the gateway never builds one); once a
+    worker built it, the next `open` maps it. Past its share of time, first quanta go to the queue."""
+    shutil.copy(SAMPLE, tmp_path / "bare.hdt")
+    (tmp_path / "catalog.toml").write_text('[datasets.bare]\npath = "bare.hdt"\n')
+    catalog = load_catalog(tmp_path / "catalog.toml")
+    first = FirstQuantum(catalog, quantum_ms=5, share=0.01, worker="test")
+    request = SubRequest("bare", query=f"SELECT ?o WHERE {{ <{WSDBM}User0> <{WSDBM}follows> ?o }}")
+    assert not first.open() and first.run(request) is None
+    open_store(str(tmp_path / "bare.hdt"))  # what a worker does at its start: builds the side index
+    assert first.open()
+    ran = 0
+    started = time.perf_counter()
+    while (page := first.run(request)) is not None:  # a burst of 10 quanta of 5 ms, refilled at 1% of the time
+        assert page.next is None and page.stats["worker"] == "test"
+        ran += 1
+        assert time.perf_counter() - started < 10, "the share is never spent"
+    assert ran > 0
 
 
 # -- fair use --

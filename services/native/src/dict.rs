@@ -85,21 +85,25 @@ impl Section {
         Ok(())
     }
 
-    /// The id of `term` (from 1), 0 if absent.
+    /// The id of `term` (from 1), 0 if absent. Compares in place: the
+    /// binary search stops at the first differing byte of each block's
+    /// first string, and the block's scan follows the front coding (a string
+    /// sharing more with its predecessor than the term does sorts before it)
+    /// rather than spelling every string out.
     pub fn locate(&self, term: &[u8]) -> u64 {
         let blocks = self.block_count();
-        if blocks == 0 {
-            return 0;
+        if blocks == 0 || memchr0(term).is_some() {
+            return 0; // no string of a section holds a NUL
         }
         // the last block whose first string is <= term
         let (mut lo, mut hi) = (0usize, blocks);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let first = match self.cstr(self.blocks.get(mid) as usize) {
-                Ok(s) => s,
-                Err(_) => return 0,
+            let Some((order, _)) = compare_at(self.data, self.blocks.get(mid) as usize, term)
+            else {
+                return 0;
             };
-            match first.cmp(term) {
+            match order {
                 Ordering::Equal => return mid as u64 * self.block_size + 1,
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
@@ -112,33 +116,74 @@ impl Section {
         let first_id = block as u64 * self.block_size + 1;
         let count = self.block_size.min(self.len - first_id + 1);
         let mut pos = self.blocks.get(block) as usize;
-        let mut current: Vec<u8> = match self.cstr(pos) {
-            Ok(s) => s.to_vec(),
-            Err(_) => return 0,
+        // the bytes the current string shares with the term (it sorts before it)
+        let Some((_, mut matched)) = compare_at(self.data, pos, term) else {
+            return 0;
         };
-        pos += current.len() + 1;
+        let Ok(first) = self.cstr(pos) else { return 0 };
+        pos += first.len() + 1;
         for k in 1..count {
             let Ok((shared, used)) = vbyte(self.data, pos) else {
                 return 0;
             };
             pos += used;
             let Ok(suffix) = self.cstr(pos) else { return 0 };
-            pos += suffix.len() + 1;
-            current.truncate(shared as usize);
-            current.extend_from_slice(suffix);
-            match current.as_slice().cmp(term) {
-                Ordering::Equal => return first_id + k,
-                Ordering::Greater => return 0,
-                Ordering::Less => {}
+            let shared = shared as usize;
+            // more than the term shares: the string is the current one up to
+            // where that one sorts before the term, so it does too
+            if shared <= matched {
+                let Some((order, common)) = compare_at(self.data, pos, &term[shared..]) else {
+                    return 0;
+                };
+                match order {
+                    Ordering::Equal => return first_id + k,
+                    Ordering::Greater => return 0,
+                    Ordering::Less => matched = shared + common,
+                }
             }
+            pos += suffix.len() + 1;
         }
         0
     }
 }
 
+/// The NUL-terminated string at `pos` against `term` (which holds no NUL):
+/// their order, and the bytes they share; None past the data.
+#[inline]
+fn compare_at(data: &[u8], pos: usize, term: &[u8]) -> Option<(Ordering, usize)> {
+    let rest = data.get(pos..)?;
+    let n = term.len().min(rest.len());
+    let common = rest[..n]
+        .iter()
+        .zip(term)
+        .position(|(a, b)| a != b)
+        .unwrap_or(n);
+    let byte = *rest.get(common)?;
+    Some(match term.get(common) {
+        // a NUL (the string's end) sorts before any byte of the term
+        Some(t) => (byte.cmp(t), common),
+        None if byte == 0 => (Ordering::Equal, common),
+        None => (Ordering::Greater, common),
+    })
+}
+
+/// The first NUL of `s`, eight bytes at a time (a word holds a zero byte
+/// when subtracting one from each byte borrows into a high bit that was clear).
 #[inline]
 fn memchr0(s: &[u8]) -> Option<usize> {
-    s.iter().position(|&b| b == 0)
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = s.chunks_exact(8);
+    let mut base = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
+            return word.iter().position(|&b| b == 0).map(|i| base + i);
+        }
+        base += 8;
+    }
+    let rest = words.remainder();
+    rest.iter().position(|&b| b == 0).map(|i| base + i)
 }
 
 fn vbyte(data: &[u8], mut pos: usize) -> Result<(u64, usize), String> {
@@ -155,6 +200,29 @@ fn vbyte(data: &[u8], mut pos: usize) -> Result<(u64, usize), String> {
         shift += 7;
         if shift > 63 {
             return Err("corrupt dictionary".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memchr0_finds_the_first_nul_anywhere() {
+        for len in 0..40 {
+            for at in 0..=len {
+                // high bytes around it, as UTF-8 has: no word trick may take them for a NUL
+                let mut s: Vec<u8> = (0..len).map(|i| [0x80, 0xff, 0x01, b'a'][i % 4]).collect();
+                if at < len {
+                    s[at] = 0;
+                    if at + 3 < len {
+                        s[at + 3] = 0;
+                    }
+                }
+                let want = s.iter().position(|&b| b == 0);
+                assert_eq!(memchr0(&s), want, "{s:?}");
+            }
         }
     }
 }

@@ -11,7 +11,7 @@
 //! and expressions with no native evaluation, go to the caller's reference
 //! evaluator (`Budget::undecided`).
 
-use crate::expr::{Eval, Expr, Terms};
+use crate::expr::{Eval, Expr, Table, Terms};
 use crate::store::{Cursor, Store, Triple};
 use std::time::Instant;
 
@@ -342,12 +342,13 @@ struct MergeJoin {
     lookahead: Option<Triple>,
 }
 
-/// What `next` needs besides the node: the store, the budget, and the
-/// conditions' caches.
+/// What `next` needs besides the node: the store, the budget, the
+/// conditions' caches, and the plan's term table.
 struct Cx<'c, 'b> {
     store: &'c Store,
     budget: &'c mut Budget<'b>,
     terms: &'c mut Terms,
+    table: &'c mut dyn Table,
     undecided: &'c mut u64,
 }
 
@@ -569,6 +570,7 @@ impl Node {
                     (Eval {
                         store: cx.store,
                         terms: cx.terms,
+                        table: cx.table,
                         row: out,
                     })
                     .test(e)
@@ -598,6 +600,7 @@ impl Node {
                     (Eval {
                         store: cx.store,
                         terms: cx.terms,
+                        table: cx.table,
                         row: out,
                     })
                     .id(e)
@@ -1015,10 +1018,12 @@ impl Tree {
     }
 
     /// Up to `max_rows` rows (each `width` values, appended to `rows`),
-    /// stopping right after the last one.
+    /// stopping right after the last one. `table`: the plan's term table,
+    /// which holds the terms outside the dictionary (`crate::expr::Table`).
     pub fn run(
         &mut self,
         store: &Store,
+        table: &mut dyn Table,
         budget: &mut Budget,
         max_rows: usize,
         rows: &mut Vec<i64>,
@@ -1035,6 +1040,7 @@ impl Tree {
             store,
             budget,
             terms,
+            table,
             undecided,
         };
         let mut produced = 0;

@@ -1,7 +1,7 @@
 //! The Python module `quanta.native._core` (PyO3).
 
 use crate::exec::{Atom, Budget, Clock, Expired, Operand, Pattern, Spec, Status, Tree};
-use crate::expr::{Expr, Func};
+use crate::expr::{Expr, Func, Table};
 use crate::hdt::Hdt;
 use crate::index;
 use crate::regexp::py::PyRegex;
@@ -133,13 +133,25 @@ impl NativeHdt {
     /// function (`test(row)`: truth; `compute(row)`: a term id, 0 for none)
     /// deciding the rows it cannot; `("p",)` to leave every row to the
     /// reference; a condition None when the atoms are the whole FILTER.
-    fn pipeline(&self, width: usize, spec: &Bound<'_, PyAny>) -> PyResult<Pipeline> {
+    /// `terms`: the plan's term table (`quanta.sparql.term_table.TermTable`:
+    /// `string(id)`, `intern_outside(text)`), whose dictionary is this file;
+    /// the native evaluator asks it for the terms outside the dictionary, and
+    /// for the ids of the values BINDs compute that the file lacks; without
+    /// one, rows with such terms go to the reference.
+    #[pyo3(signature = (width, spec, terms = None))]
+    fn pipeline(
+        &self,
+        width: usize,
+        spec: &Bound<'_, PyAny>,
+        terms: Option<Py<PyAny>>,
+    ) -> PyResult<Pipeline> {
         let mut undecided = Vec::new();
         let spec = plan_spec(spec, width, &mut undecided)?;
         Ok(Pipeline {
             store: self.store.clone(),
             tree: Tree::new(width, spec),
             undecided,
+            terms,
         })
     }
 
@@ -526,6 +538,39 @@ pub struct Pipeline {
     /// what it cannot, and whether it gives a term id (a BIND's value) rather
     /// than a truth
     undecided: Vec<(Py<PyAny>, bool)>,
+    /// the plan's term table, if any (see `NativeHdt.pipeline`)
+    terms: Option<Py<PyAny>>,
+}
+
+/// The plan's Python term table as the native evaluator asks it; an error it
+/// raises is kept for the run to raise (the row goes to the reference meanwhile).
+struct PyTable<'a, 'py> {
+    terms: Option<&'a Bound<'py, PyAny>>,
+    failure: &'a RefCell<Option<PyErr>>,
+}
+
+impl PyTable<'_, '_> {
+    fn kept<T>(&self, result: PyResult<T>) -> Option<T> {
+        result
+            .map_err(|e| {
+                self.failure.borrow_mut().get_or_insert(e);
+            })
+            .ok()
+    }
+}
+
+impl Table for PyTable<'_, '_> {
+    fn text(&mut self, gid: i64) -> Option<String> {
+        let terms = self.terms?;
+        let result = terms.call_method1(pyo3::intern!(terms.py(), "string"), (gid,));
+        self.kept(result.and_then(|r| r.extract()))
+    }
+
+    fn outside(&mut self, text: &str) -> Option<i64> {
+        let terms = self.terms?;
+        let result = terms.call_method1(pyo3::intern!(terms.py(), "intern_outside"), (text,));
+        self.kept(result.and_then(|r| r.extract()))
+    }
 }
 
 pub const FULL: u8 = 0;
@@ -673,9 +718,18 @@ impl Pipeline {
                 check,
                 undecided: &mut ask,
             };
-            let done = self
-                .tree
-                .run(&self.store, &mut budget, max_rows, &mut buffer.ids);
+            let terms = self.terms.as_ref().map(|t| t.bind(py));
+            let mut table = PyTable {
+                terms,
+                failure: &failure,
+            };
+            let done = self.tree.run(
+                &self.store,
+                &mut table,
+                &mut budget,
+                max_rows,
+                &mut buffer.ids,
+            );
             quantum.setattr("budget", budget.steps)?;
             done
         };

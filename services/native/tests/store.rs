@@ -101,3 +101,38 @@ fn terms_round_trip() {
     }
     assert_eq!(store.locate(b"http://example.org/not-there"), 0);
 }
+
+#[test]
+fn every_section_locates_its_strings_and_nothing_else() {
+    // `Section::locate` compares in place along the front coding: against
+    // every string of each section, and strings next to them in byte order
+    let store = sample();
+    let hdt = &store.hdt;
+    for section in [&hdt.shared, &hdt.subjects, &hdt.objects, &hdt.predicates] {
+        let mut ids = std::collections::HashMap::new();
+        for id in 1..=section.len {
+            let mut buf = Vec::new();
+            section.extract_into(id, &mut buf).unwrap();
+            ids.insert(buf, id);
+        }
+        for text in ids.keys() {
+            let mut near = vec![text.clone(), [text.as_slice(), b"x"].concat()];
+            near.push([text.as_slice(), b"\0"].concat());
+            if let Some((last, head)) = text.split_last() {
+                near.push(head.to_vec());
+                near.push([head, &[last.wrapping_add(1)]].concat());
+                near.push([head, &[last.wrapping_sub(1)]].concat());
+            }
+            for probe in near {
+                let want = ids.get(&probe).copied().unwrap_or(0);
+                assert_eq!(
+                    section.locate(&probe),
+                    want,
+                    "{}",
+                    String::from_utf8_lossy(&probe)
+                );
+            }
+        }
+        assert_eq!(section.locate(b""), 0);
+    }
+}

@@ -9,6 +9,7 @@ import sys
 
 # command -> (module, one-line help). Modules load lazily: `quanta query`
 # never imports the web stack, `quanta gateway` never imports HDT.
+# services/cli/tests/test_main.py checks what a fresh `quanta query` imports.
 COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("quanta.engine.cli", "run a query in-process, suspending and resuming every quantum"),
     "load": ("quanta.loader.cli", "turn RDF dumps into an indexed HDT file"),
@@ -24,10 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="quanta", description="Preemptive SPARQL query service.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = argv[0] if argv and argv[0] in COMMANDS else None
+    # A named command's parser alone (the other five cost a fresh process about a millisecond);
+    # all of them, to list them, when no command is named.
     for name, (module, help_text) in COMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        if name == chosen:
-            importlib.import_module(module).configure(sub)
+        if chosen is None or name == chosen:
+            sub = commands.add_parser(name, help=help_text, description=help_text)
+            if name == chosen:
+                importlib.import_module(module).configure(sub)
     args = parser.parse_args(argv)
     return int(importlib.import_module(COMMANDS[args.command][0]).run(args))
 

@@ -29,6 +29,7 @@ from quanta.common.settings import RedisSettings, SettingsError
 # the repository checkout this package is installed from (editable): services/cli/src/quanta/cli/up.py
 SAMPLE = Path(__file__).resolve().parents[5] / "data" / "watdiv-100k.hdt"
 EXAMPLE = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o } LIMIT 3"
+LOCAL_QUANTUM_MS = 10  # the first quantum of a query, run in the gateway (QUANTA_LOCAL_QUANTUM_MS)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +79,8 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
         **os.environ,
         "QUANTA_CATALOG": str(catalog),
         "QUANTA_SECRET_KEYS": os.environ.get("QUANTA_SECRET_KEYS", f"up:{secrets.token_urlsafe(32)}"),
+        # the gateway runs a query's first quantum itself (it reads the same files as the workers)
+        "QUANTA_LOCAL_QUANTUM_MS": os.environ.get("QUANTA_LOCAL_QUANTUM_MS", str(LOCAL_QUANTUM_MS)),
     }
     server = None if args.redis_url else RedisServer().start()
     env["QUANTA_REDIS_URL"] = args.redis_url or server.url  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ For tests, benchmarks of the client's decompositions, and embedding: each
 request runs one quantum of `quanta.engine.execute` exactly as a worker
 does, and `next` is the saved plan itself (base64, unsigned: there is no
 untrusted party in between). Needs quanta-engine (not a dependency of the
-client: imported when a LocalTransport is made).
+client: imported at the first quantum).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import base64
 import binascii
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from quanta.client.plan.parsing import query_error
@@ -37,9 +38,6 @@ class LocalTransport:
         quantum_s: float | None = 0.075,
         max_results: int | None = 100_000,
     ) -> None:
-        from quanta.engine.execute import execute
-
-        self.execute = execute
         self.stores = stores
         self.quantum_s = quantum_s
         self.max_results = max_results
@@ -64,29 +62,44 @@ class LocalTransport:
         store = graphs.get(request.graph)
         if store is None:
             raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"{request.dataset} has no graph <{request.graph}>")
-        try:
-            saved = None if request.query is not None else _decode(request.next or "")
-            page = self.execute(
-                store, query=request.query, saved=saved, quantum_seconds=self.quantum_s,
-                max_results=self.max_results, columns=request.columns,
-            )  # fmt: skip
-        except QuantaError as error:
-            raise query_error(error) from error
-        token = None if page.next is None else base64.urlsafe_b64encode(page.next).decode()
-        ask = page.form == ASK
-        text = b"" if ask else page.text(request.render or "json")
-        rows = [] if ask or request.render else page.rows
-        size = len(token or "") + (16 if ask else len(text))
-        stats = {"quantum_ms": page.stats.quantum_ms, "results": page.count, "plan_bytes": page.stats.plan_bytes}
-        return SubPage(
-            variables=[] if ask else list(page.head),
-            rows=rows,
-            next=token,
-            boolean=page.boolean if ask and token is None else None,
-            stats=stats,
-            bytes=size,
-            text=text if request.render else b"",
-        )
+        saved = None if request.query is not None else _decode(request.next or "")
+        page, plan = run_quantum(store, request, saved, quantum_s=self.quantum_s, max_results=self.max_results)
+        return page if plan is None else replace(page, next=base64.urlsafe_b64encode(plan).decode())
+
+
+def run_quantum(
+    store: TripleStore, request: SubRequest, saved: bytes | None, *,
+    quantum_s: float | None, max_results: int | None, max_bytes: int | None = None,
+) -> tuple[SubPage, bytes | None]:  # fmt: skip
+    """One quantum of `request` (resuming `saved` when it continues a query), as a worker runs
+    it: the page without its `next` token, and the saved plan (None: the query is complete). The
+    token is the caller's to make: this one's, or the gateway's for the quanta it runs itself."""
+    from quanta.engine.execute import execute  # the engine: not a dependency of the client
+
+    try:
+        page = execute(
+            store, query=request.query if saved is None else None, saved=saved, quantum_seconds=quantum_s,
+            max_results=max_results, max_bytes=max_bytes, columns=request.columns,
+        )  # fmt: skip
+    except QuantaError as error:
+        raise query_error(error) from error
+    ask = page.form == ASK
+    text = b"" if ask else page.text(request.render or "json")
+    s = page.stats
+    stats = {
+        "parse_ms": s.parse_ms, "resume_ms": s.resume_ms, "quantum_ms": s.quantum_ms, "suspend_ms": s.suspend_ms,
+        "overshoot_ms": s.overshoot_ms, "plan_bytes": s.plan_bytes, "results": page.count, "progress": s.progress,
+    }  # fmt: skip
+    sub = SubPage(
+        variables=[] if ask else list(page.head),
+        rows=[] if ask or request.render else page.rows,
+        next=None,
+        boolean=page.boolean if ask and page.next is None else None,
+        stats=stats,
+        bytes=len(page.next or b"") + (16 if ask else len(text)),
+        text=text if request.render else b"",
+    )
+    return sub, page.next
 
 
 def _decode(token: str) -> bytes:

@@ -75,6 +75,11 @@ class Dataset:
         """The file of a named graph; None if the dataset has no graph of that IRI."""
         return next((path for name, path in self.graphs if name == iri), None)
 
+    def store_name(self, graph: str | None = None) -> str:
+        """The name a store of the default graph (None) or of a named graph is opened under: a
+        saved plan names its store, so a plan saved on one graph resumes on no other."""
+        return self.name if graph is None else f"{self.name} <{graph}>"
+
     def public(self) -> dict[str, object]:
         """What GET /v1/datasets shows (never the file path)."""
         return {

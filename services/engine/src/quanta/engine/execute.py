@@ -25,7 +25,6 @@ from quanta.engine.storage import TripleStore
 from quanta.native._core import PageTooLarge
 from quanta.sparql.collector import collection_paused
 from quanta.sparql.errors import InvalidRequest
-from quanta.sparql.expr_values import ExpressionLimit
 from quanta.sparql.results import rows_text
 from quanta.sparql.term_table import Mapping
 from quanta.sparql.xml_text import quoteattr
@@ -207,6 +206,8 @@ def _bounded(write: Callable[P, T]) -> Callable[P, T]:
         try:
             return write(*args, **kwargs)
         except PageTooLarge as error:
+            from quanta.sparql.expr_values import ExpressionLimit  # see quanta.engine.operators
+
             raise ExpressionLimit(f"{error}: the query projects too many long computed terms") from None
 
     return run
@@ -286,3 +287,11 @@ def run(
 
 def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000
+
+
+def warm_up(store: TripleStore) -> None:
+    """Run one small query: the first one in a process pays for the parser's grammar and the
+    compiler's imports (a second or more on a busy machine), which would otherwise count against
+    the first task's stall limit (a worker's) or the first query's time (the gateway's). It has a
+    FILTER: the expression modules are imported only by a query that needs them."""
+    execute(store, query="ASK { ?s ?p ?o FILTER(?o != ?s) }", quantum_seconds=None)

@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 from google.protobuf.message import DecodeError
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators import Operator, build
 from quanta.engine.operators.native import NativeTree
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
-from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import DatasetMismatch, InvalidPlan, PlanVersion
 from quanta.sparql.term_table import TermTable
 
@@ -32,8 +33,9 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # changes an operator's state layout writes the next number, and reads the old ones or not.
 FORMAT = 1
 READABLE_FORMATS = frozenset({0, 1})
-SELECT = pb.QUERY_FORM_SELECT
-ASK = pb.QUERY_FORM_ASK
+# pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
+SELECT = cast("pb.QueryForm", 0)
+ASK = cast("pb.QueryForm", 1)
 
 
 @dataclass(slots=True)

@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     sparql_max_queries: int = Field(default=4, ge=0, description="queries one client may run at once; 0: no cap")
     sparql_query_rate: float = Field(default=5.0, ge=0, description="new queries/s per client; 0: no limit")
     sparql_query_burst: int = Field(default=20, ge=1, description="new queries a client may start at once")
+    # A /sparql piece's first quantum run in the gateway (first_quantum.py), this long at most, when it
+    # can read the dataset's files: a small query answered without the queue's hop. 0: never.
+    local_quantum_ms: float = Field(default=0.0, ge=0, le=1000, description="first quantum here; 0: off")
+    local_share: float = Field(default=0.5, gt=0, le=1, description="the process's time local quanta may take")
     # Each query's client-side operators: rows in memory, then spilled to disk up to a size.
     sparql_memory_rows: int = Field(default=100_000, ge=1)
     sparql_disk_bytes: int = Field(default=1 << 30, ge=0)

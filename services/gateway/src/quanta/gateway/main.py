@@ -6,10 +6,12 @@ worker process builds its own app from the same environment.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
+from socket import gethostname
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -34,6 +36,7 @@ from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.dispatch import Dispatcher
 from quanta.gateway.fair_use import FairUse
+from quanta.gateway.first_quantum import FirstQuantum
 from quanta.gateway.middleware import Edge, EdgeLimit
 from quanta.gateway.models import QueryRequest, problem_schema
 from quanta.gateway.resp import RespPool
@@ -41,6 +44,7 @@ from quanta.gateway.tokens import Signer
 from quanta.gateway.transport import DispatcherTransport
 
 log = logging.getLogger("quanta.gateway")
+OPEN_AGAIN_S = 30.0
 # What a page on another origin (YASGUI, say) may send: the form or query body, and an API key.
 CORS_HEADERS = ["Accept", "Content-Type", "X-API-Key", "X-Request-ID"]
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")  # what a 405's Allow may list
@@ -84,14 +88,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
             timeout_s=settings.redis_timeout_s,
         )  # fmt: skip
+        first = None
+        if settings.local_quantum_ms:
+            first = FirstQuantum(catalog, settings.local_quantum_ms, settings.local_share, f"gateway@{gethostname()}")
+        # what is indexed opens before the first request (memory-mapped: fast); the rest when it is
+        opening = None
+        if first is not None and not await asyncio.to_thread(first.open):
+            opening = asyncio.create_task(_open_local(first))
         app.state.services = Services(
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,
-            fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher),
+            fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher, first),
         )  # fmt: skip
         log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis().redacted_url()})
         try:
             yield
         finally:
+            if opening is not None:
+                opening.cancel()
             await redis.aclose()
             pool.close()
 
@@ -115,14 +128,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def smart_client(settings: Settings, catalog: dict[str, Dataset], dispatcher: Dispatcher) -> SmartClient:
+async def _open_local(first: FirstQuantum) -> None:
+    """Every OPEN_AGAIN_S, open what waited for its side index (a worker builds it), until none waits."""
+    while True:
+        await asyncio.sleep(OPEN_AGAIN_S)
+        if await asyncio.to_thread(first.open):
+            return
+
+
+def smart_client(
+    settings: Settings, catalog: dict[str, Dataset], dispatcher: Dispatcher, first: FirstQuantum | None = None
+) -> SmartClient:
     """The SPARQL endpoint's client: quanta through the dispatcher, SERVICE only to the allowlist."""
     services: dict[str, ServiceEndpoint] = {iri: SparqlEndpoint(iri) for iri in settings.service_endpoints()}
     budgets = Budgets(
         memory_rows=settings.sparql_memory_rows, disk_bytes=settings.sparql_disk_bytes,
         temp_dir=settings.sparql_temp_dir or None, disk_pool=DiskPool(settings.sparql_spill_bytes_total),
     )  # fmt: skip
-    transport = DispatcherTransport(dispatcher, catalog)
+    transport = DispatcherTransport(dispatcher, catalog, first)
     return SmartClient(transport, budgets=budgets, services=services, on_request=_count_quantum)
 
 

@@ -71,6 +71,15 @@ SPARQL_QUANTA = Counter(
     "quanta_sparql_quanta", "Quanta (tasks) the SPARQL endpoint's queries ran, by status (ok or an error kind)",
     ["status"], registry=REGISTRY,
 )  # fmt: skip
+# First quanta the gateway ran itself (first_quantum.py): complete (answered without a worker),
+# suspended (the rest went to the workers), failed (a query the engine refuses); queued: sent to the
+# workers instead, the gateway's share of time for them being spent.
+LOCAL_QUANTA = Counter(
+    "quanta_gateway_local_quanta", "First quanta of /sparql pieces the gateway ran itself, by outcome",
+    ["outcome"], registry=REGISTRY,
+)  # fmt: skip
+for _outcome in ("complete", "suspended", "failed", "queued"):
+    LOCAL_QUANTA.labels(_outcome)
 SPARQL_FIRST_RESULT = Histogram(
     "quanta_sparql_first_result_seconds",
     "From the request to the first bytes of results (or the whole answer, when it comes at once)",

@@ -1,5 +1,6 @@
 """The smart client's transport inside the gateway: each quantum is a task on
-the queue, like any other, through the dispatcher (no HTTP hop).
+the queue, like any other, through the dispatcher (no HTTP hop), except a
+piece's first quantum when the gateway runs it itself (first_quantum.py).
 
 Tasks ask for rows as terms (ROW_FORMAT_TERMS), which the client's operators
 and every result format start from, or, for a query that is one server piece
@@ -22,6 +23,7 @@ from quanta.common.catalog import Dataset
 from quanta.gateway import pages
 from quanta.gateway.admission import QUERY_CLIENT, QUERY_TASKS
 from quanta.gateway.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
+from quanta.gateway.first_quantum import FirstQuantum
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 
@@ -37,8 +39,11 @@ ROW_FORMATS = {
 class DispatcherTransport:
     """quanta.client's Transport over `Dispatcher.run`."""
 
-    def __init__(self, dispatcher: Dispatcher, catalog: Mapping[str, Dataset]) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, catalog: Mapping[str, Dataset], first: FirstQuantum | None = None
+    ) -> None:
         self.dispatcher, self.catalog = dispatcher, catalog
+        self.first = first  # runs a piece's first quantum here when it can (first_quantum.py)
 
     async def named_graphs(self, dataset: str) -> list[str]:
         found = self.catalog.get(dataset)
@@ -47,6 +52,11 @@ class DispatcherTransport:
         return [iri for iri, _ in found.graphs]
 
     async def run(self, request: SubRequest) -> SubPage:
+        tasks = QUERY_TASKS.get()
+        if self.first is not None and (page := self.first.run(request)) is not None:
+            if tasks is not None:
+                tasks.sent += 1  # the query's later tasks are continuations
+            return page
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
@@ -55,7 +65,6 @@ class DispatcherTransport:
         # Not charged to the rate (the query was, when fair_use admitted it), but counted in its
         # client's share of the queue: the client fair_use admitted the query for. Its tasks after
         # the first may take the queue's reserve: refused, they would cut an answer under way.
-        tasks = QUERY_TASKS.get()
         continuation = tasks is not None and tasks.sent > 0
         outcome = await self.dispatcher.run(QUERY_CLIENT.get(), task, charge=False, continuation=continuation)
         if tasks is not None and isinstance(outcome, Answered | Failed | ReplyTimeout | WrongReply):

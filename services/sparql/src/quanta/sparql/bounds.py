@@ -26,7 +26,6 @@ interrupted mid-call, but it is linear in the text, which `check` bounds.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import queue
@@ -36,15 +35,17 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf.message import DecodeError
 
 from quanta.native import _core
 from quanta.sparql.errors import ParserBusy, QuantaError, QuerySyntaxError, QueryTooComplex
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 
@@ -205,6 +206,8 @@ class _Job:
 
 def _set_async_exc(ident: int, exception: type[BaseException] | None) -> None:
     """Raise `exception` in thread `ident` at its next bytecode; None cancels one not yet raised."""
+    import ctypes  # here, as Future in `submit`: a query read in place starts no parse thread
+
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(ident), None if exception is None else ctypes.py_object(exception)
     )
@@ -235,6 +238,8 @@ class ParseThreads:
         threading.Thread(target=self._watch, name="quanta-parse-watchdog", daemon=True).start()
 
     def submit(self, call: Callable[[], T], budget_s: float) -> Future[T]:
+        from concurrent.futures import Future  # here: it imports logging, which `quanta query` does without
+
         future: Future[T] = Future()
         self._jobs.put(_Job(call, future, budget_s))
         return future

@@ -26,8 +26,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from quanta.sparql.errors import UnsupportedQuery
-from quanta.sparql.expressions import BUILTINS
-from quanta.sparql.functions_casts import CASTS
 from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath
 
 # Graph patterns the server evaluates (ToMultiSet: only over VALUES).
@@ -96,6 +94,9 @@ def refusal(node: Any) -> str | None:
         group = node.p if name == "AggregateJoin" else node
         return "GROUP BY" if _param(group, "expr") else "aggregates"
     if name == "Function":
+        # the expression modules are imported only by a query that has expressions
+        from quanta.sparql.functions_casts import CASTS
+
         iri = str(node.iri)
         args = _param(node, "expr")
         return None if iri in CASTS and isinstance(args, list) and len(args) == 1 else f"<{iri}>"
@@ -103,6 +104,8 @@ def refusal(node: Any) -> str | None:
         aggregate = name.removeprefix("Aggregate_")
         return "GROUP_CONCAT" if aggregate == "GroupConcat" else aggregate.upper()
     if name.startswith("Builtin_"):
+        from quanta.sparql.expressions import BUILTINS  # as CASTS above (this one brings protobuf)
+
         builtin = name.removeprefix("Builtin_")
         if builtin == "NOTEXISTS":
             return "NOT EXISTS"

@@ -70,6 +70,13 @@ class TermTable:
             gid = self.dictionary.locate(term) or self._add_extra(term)
         return gid
 
+    def intern_outside(self, term: str) -> int:
+        """`intern` of a term its caller has already looked up in the dictionary and not
+        found: the native core mints a BIND's values so (src/expr.rs `Terms::mint`),
+        locating them in the file itself, which is this table's dictionary."""
+        gid = self._extra_ids.get(term)
+        return self._add_extra(term) if gid is None else gid
+
     def intern_node(self, node: RdfTerm) -> int:
         return self.intern(from_term(node))
 

@@ -23,7 +23,7 @@ from quanta.common.catalog import CatalogError, Dataset, load_catalog
 from quanta.common.connect import sync_client
 from quanta.common.logs import setup_json_logging
 from quanta.common.settings import SettingsError
-from quanta.engine.execute import execute
+from quanta.engine.execute import warm_up
 from quanta.engine.storage import TripleStore, backend_name, open_store, side_index_path
 from quanta.worker.config import BLOCK_S, WorkerSettings
 from quanta.worker.consumer import Consumer
@@ -169,25 +169,17 @@ def restart_in_place(name: str) -> int:
         return 1
 
 
-def warm_up(store: TripleStore) -> None:
-    """Run one small query: the first one in a process pays for the parser's grammar and the
-    compiler's imports (a second or more on a busy machine), which would otherwise count against
-    the first task's stall limit."""
-    execute(store, query="ASK { ?s ?p ?o }", quantum_seconds=None)
-
-
 def open_dataset(dataset: Dataset, client: redis.Redis, graph: str | None = None) -> TripleStore:
     """Open a dataset's HDT file (or one of its named graphs' files) on the
     native store. The catalog's `backend`, else $QUANTA_BACKEND, is checked
     here: the retired `pyhdt` is accepted, runs on the native store and logs
     a warning (once per process); any other unknown name fails the start.
     If the file's side index is missing, one worker builds it (under a Redis
-    lock) while the others wait. A named graph's store is named after it, so a
-    plan saved on it resumes on no other graph."""
+    lock) while the others wait."""
     backend = backend_name(dataset.backend or None)
     path = dataset.path if graph is None else dataset.graph(graph)
     assert path is not None
-    name = dataset.name if graph is None else f"{dataset.name} <{graph}>"
+    name = dataset.store_name(graph)
     index = Path(side_index_path(str(path)))
     lock = keys.index_lock(str(index))
     while not index.exists():

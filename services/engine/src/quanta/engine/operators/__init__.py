@@ -1,21 +1,37 @@
 """Preemptable physical operators, one module per kind, and `build`, which
-makes an operator tree from its static description (`Operator.describe`)."""
+makes an operator tree from its static description (`Operator.describe`).
+
+FILTER and BIND (`quanta.engine.operators.expression`) are imported only by a
+plan that has one: they bring the expression evaluator and protobuf, about half
+of a fresh `quanta query`'s imports, which a plan without expressions never needs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
-from quanta.engine.operators.expression import Extend, Filter
 from quanta.engine.operators.joins import IndexJoin, MergeJoin
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
 from quanta.engine.operators.union import Union
 from quanta.engine.operators.values import Values
-from quanta.plan.v1 import plan_pb2 as pb
 
-__all__ = ["Extend", "Filter", "IndexJoin", "MergeJoin", "Operator", "Scan", "Slice", "Union", "Values", "build"]
+__all__ = ["IndexJoin", "MergeJoin", "Operator", "Scan", "Slice", "Union", "Values", "build"]
+
+
+def _filter(msg: pb.Filter, ctx: Context) -> Operator:
+    from quanta.engine.operators.expression import Filter
+
+    return Filter.build(msg, ctx)
+
+
+def _extend(msg: pb.Extend, ctx: Context) -> Operator:
+    from quanta.engine.operators.expression import Extend
+
+    return Extend.build(msg, ctx)
+
 
 # oneof field of pb.Operator -> builder from that message
 BUILDERS: dict[str, Callable[..., Operator]] = {
@@ -23,9 +39,9 @@ BUILDERS: dict[str, Callable[..., Operator]] = {
     "index_join": IndexJoin.build,
     "merge_join": MergeJoin.build,
     "union": Union.build,
-    "filter": Filter.build,
+    "filter": _filter,
     "values": Values.build,
-    "extend": Extend.build,
+    "extend": _extend,
     "slice": Slice.build,
 }
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.plan.v1 import plan_pb2 as pb
 
 Spec = tuple[Any, ...]  # an operator as `quanta.native._core.NativeHdt.pipeline` reads it
 

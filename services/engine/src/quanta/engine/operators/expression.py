@@ -2,12 +2,16 @@
 
 A FILTER runs natively as comparisons of ids (`atom`) and a condition, a BIND
 as a value, that the native core evaluates (`native_condition`: the functions
-of `NATIVE_FUNCTIONS`, REGEX and REPLACE with a constant pattern, CAST to
-`NATIVE_CASTS`). What it does not decide exactly (decimal arithmetic, an
-overflow, a term outside the dictionary; for a BIND, a value that is no term
-of the dictionary or the query), and every row of an expression with a function it lacks, the
-operator's Python function (`test`, `value`: `quanta.sparql.expressions`)
-decides, for that row: a BIND's gives the value its id in the plan's term table.
+of `NATIVE_FUNCTIONS`, REGEX and REPLACE with a constant pattern the linear
+engine runs, CAST to `NATIVE_CASTS`), reading terms outside the dictionary
+from the plan's term table, which also numbers the values BINDs compute (the
+native core writes each as the Python function would and interns it:
+`TermTable.intern_outside`). What it does not decide exactly (decimal
+arithmetic, an overflow, a relative IRI, a language tag past ASCII), and every
+row of an expression it lacks (a REGEX or REPLACE whose pattern has
+back-references or is not constant), the operator's Python function (`test`,
+`value`: `quanta.sparql.expressions`) decides, for that row: a BIND's gives the
+value its id in the plan's term table.
 Both are stateless beyond their input (the paper's FILTER).
 """
 
@@ -16,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, Spec
 from quanta.engine.operators.scan import Scan
 from quanta.native._core import Regex
-from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql import expressions
 from quanta.sparql.expr_values import MAX_LITERAL_CHARS, ExprError
 from quanta.sparql.functions_regex import compile_regex, parse_replacement
@@ -187,8 +191,13 @@ NATIVE_FUNCTIONS = frozenset({
     F.FUNCTION_YEAR, F.FUNCTION_MONTH, F.FUNCTION_DAY, F.FUNCTION_HOURS, F.FUNCTION_MINUTES, F.FUNCTION_TZ,
     F.FUNCTION_ENCODE_FOR_URI, F.FUNCTION_STRDT, F.FUNCTION_STRLANG, F.FUNCTION_SECONDS,
     F.FUNCTION_TIMEZONE, F.FUNCTION_MD5, F.FUNCTION_SHA1, F.FUNCTION_SHA256, F.FUNCTION_SHA384,
-    F.FUNCTION_SHA512, F.FUNCTION_IRI,
+    F.FUNCTION_SHA512, F.FUNCTION_IRI, F.FUNCTION_BNODE,
 })  # fmt: skip
+# These build strings natively of up to 64 KiB (`CONCAT_BYTES` in src/expr.rs; a longer one is
+# the Python function's, which fails the query past MAX_LITERAL_CHARS): a limit set below that
+# leaves them to the Python function, whose error it is.
+if MAX_LITERAL_CHARS < 1 << 16:
+    NATIVE_FUNCTIONS -= {F.FUNCTION_CONCAT, F.FUNCTION_UCASE, F.FUNCTION_LCASE, F.FUNCTION_ENCODE_FOR_URI}
 # CAST's targets the native core casts to (`cast` in src/expr.rs): their IRI is its second argument.
 NATIVE_CASTS = frozenset(f"http://www.w3.org/2001/XMLSchema#{t}" for t in (
     "string", "integer", "decimal", "double", "float", "boolean", "dateTime",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, Spec
 from quanta.engine.operators.scan import Scan
-from quanta.plan.v1 import plan_pb2 as pb
 
 
 class IndexJoin(Operator):

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from time import perf_counter
 from typing import Any
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
-from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.term_table import TermSaver
 
 Demand = Callable[[], int | None]
@@ -36,7 +36,7 @@ class NativeTree:
     def __init__(self, ctx: Context, operator: Operator) -> None:
         self.ctx = ctx
         self.operator = operator
-        self.pipeline = ctx.store.pipeline(ctx.width, operator.spec())
+        self.pipeline = ctx.store.pipeline(ctx.width, operator.spec(), ctx.terms)
 
     def rows(self) -> Rows:
         """An empty buffer for this plan's rows (`quanta.native._core.Rows`)."""

@@ -3,9 +3,9 @@ State (native): the offset of the next index entry to read."""
 
 from __future__ import annotations
 
+from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, Spec
-from quanta.plan.v1 import plan_pb2 as pb
 
 
 class Scan(Operator):

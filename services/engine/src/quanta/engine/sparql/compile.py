@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Extend, Scan, Slice, Union, Values
+from quanta.engine.operators import Scan, Slice, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.planner import Component, plan_join
 from quanta.engine.storage import TripleStore
-from quanta.plan.v1 import plan_pb2 as pb
-from quanta.sparql import expressions, fragment
+from quanta.sparql import fragment
 from quanta.sparql.errors import UnsupportedQuery
 from quanta.sparql.parse import ParsedQuery, bounded, read
 from quanta.sparql.syntax import BlankTerm, PathInverse, PathSequence, PropertyPath, RdfTerm, Var
@@ -103,9 +103,11 @@ class Compiler:
                 certain=certain,
             )
         if name == "Extend":
+            from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+
             inner = self.pattern(node.p, bound)
             slot = self.slot(node.var)
-            expr = expressions.to_proto(node.expr, self.scope(node.p), self.base)
+            expr, _ = self.expression(node)
             return Component(
                 Extend(self.ctx, inner.operator, slot, expr),
                 inner.estimate,
@@ -133,8 +135,7 @@ class Compiler:
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
                 if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
-                    expr = expressions.to_proto(n.expr, self.scope(n.p), self.base)
-                    filters.append((expr, frozenset(expressions.variables(expr))))
+                    filters.append(self.expression(n))
                 stack.append(n.p)
             else:
                 parts.append(n)
@@ -196,6 +197,15 @@ class Compiler:
         ]
         certain = frozenset(s for i, s in enumerate(slots) if all(r[i] for r in rows))
         return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
+
+    def expression(self, node: Any) -> tuple[pb.Expr, frozenset[int]]:
+        """A FILTER's condition or a BIND's expression (`node.expr`, over the variables of
+        `node.p`) as the plan holds it, and the slots it reads. The expression modules (and
+        protobuf) are imported only by a query with expressions (`quanta.engine.operators`)."""
+        from quanta.sparql import expressions
+
+        expr = expressions.to_proto(node.expr, self.scope(node.p), self.base)
+        return expr, frozenset(expressions.variables(expr))
 
     def scope(self, node: Any) -> ExpressionScope:
         return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Var)))

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Filter, IndexJoin, MergeJoin, Operator, Scan
-from quanta.plan.v1 import plan_pb2 as pb
+from quanta.engine.operators import IndexJoin, MergeJoin, Operator, Scan
 
 # Measured on pyHDT (docs/benchmarks.md): one index lookup costs about 16
 # times as much as reading one more entry of an open scan.
@@ -57,7 +57,7 @@ def plan_join(
         certain = own | bound
         op, pending = _attach_filters(ctx, op, pending, certain)
     for expr, _ in pending:  # variables that may stay unbound: filter at the end
-        op = Filter(ctx, op, expr)
+        op = _filter(ctx, op, expr)
     return Component(op, estimate, variables, own)
 
 
@@ -72,10 +72,17 @@ def _attach_filters(
     rest = []
     for expr, needs in pending:
         if needs <= certain:
-            op = Filter(ctx, op, expr)
+            op = _filter(ctx, op, expr)
         else:
             rest.append((expr, needs))
     return op, rest
+
+
+def _filter(ctx: Context, op: Operator, condition: pb.Expr) -> Operator:
+    """FILTER's module is imported only by a query with one (`quanta.engine.operators`)."""
+    from quanta.engine.operators.expression import Filter
+
+    return Filter(ctx, op, condition)
 
 
 def _join(ctx: Context, left: Operator, estimate: int, right: Component, bound: frozenset[int]) -> Operator:

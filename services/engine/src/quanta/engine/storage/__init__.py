@@ -9,10 +9,12 @@ joins and FILTER equality compare integers. 0 is the wildcard in a pattern
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from quanta.sparql.term_table import TermTable
 
 Triple = tuple[int, int, int]
 
@@ -54,9 +56,10 @@ class TripleStore(Protocol):
         """Dictionary string of a global id."""
         ...
 
-    def pipeline(self, width: int, spec: tuple[Any, ...]) -> Any:
+    def pipeline(self, width: int, spec: tuple[Any, ...], terms: TermTable | None = None) -> Any:
         """A plan (`quanta.engine.operators.native.spec`) ready to run over this
-        file: `quanta.native._core.Pipeline`."""
+        file: `quanta.native._core.Pipeline`; `terms`, the plan's term table,
+        holds the terms outside the dictionary (and those it computes)."""
         ...
 
     def decode_rows(self, rows: Any, projection: list[int], extra: list[str]) -> list[tuple[str | None, ...]]:
@@ -72,7 +75,6 @@ BACKENDS = ("native",)
 RETIRED_BACKENDS = ("pyhdt",)  # still accepted in settings: the engine runs on the native store
 DEFAULT_BACKEND = "native"
 BACKEND_ENV = "QUANTA_BACKEND"
-log = logging.getLogger("quanta.engine.storage")
 
 
 def backend_name(backend: str | None = None) -> str:
@@ -91,7 +93,9 @@ def backend_name(backend: str | None = None) -> str:
 
 @functools.cache
 def _warn_retired(backend: str) -> None:
-    log.warning(
+    import logging  # here: a fresh `quanta query` does without it
+
+    logging.getLogger("quanta.engine.storage").warning(
         "the storage backend is retired: the engine runs on the native store (same files, same ids)",
         extra={"backend": backend},
     )

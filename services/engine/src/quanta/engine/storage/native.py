@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from quanta.engine.storage import Triple
 from quanta.engine.storage.version import file_version
@@ -42,7 +41,8 @@ class NativeStore:
         if not os.path.exists(path):
             raise FileNotFoundError(path)
         self.path = path
-        self.name = name or Path(path).stem
+        # os.path: importing pathlib would cost a fresh `quanta query` several ms
+        self.name = name or os.path.splitext(os.path.basename(path))[0]
         self.version = file_version(path)
         self.hdt = hdt = NativeHdt(path, ensure_index(path))
         self.triples = hdt.triples

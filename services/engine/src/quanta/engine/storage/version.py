@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+import os
 
 META_SUFFIX = ".meta.json"  # written by `quanta load`; holds the build's version id
 
@@ -12,9 +12,10 @@ META_SUFFIX = ".meta.json"  # written by `quanta load`; holds the build's versio
 def file_version(path: str) -> int:
     """64-bit fingerprint of the file build: the loader's version id when there
     is a metadata file beside the HDT, else a digest of the file's bytes."""
-    meta = Path(path + META_SUFFIX)
-    if meta.exists():
-        return int(json.loads(meta.read_text())["version_id"][:16], 16)
+    meta = path + META_SUFFIX  # os.path, not pathlib: see quanta.engine.storage.native
+    if os.path.exists(meta):
+        with open(meta) as f:
+            return int(json.load(f)["version_id"][:16], 16)
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
