@@ -305,7 +305,7 @@ def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     store = open_store(str(path))
-    for label, limit in (("2,000 rows", {"max_results": 2000}), ("1 MiB page", {"max_bytes": 1 << 20})):
+    for label, max_results, max_bytes in (("2,000 rows", 2000, None), ("1 MiB page", None, 1 << 20)):
         plan = compile_query(query, store)
         quantum = Quantum(0.075)
         plan.ctx.quantum = quantum
@@ -319,7 +319,7 @@ def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
             quantum = Quantum(0.075)
             plan = Plan.load(saved, store, quantum)
             t1 = time.perf_counter()
-            rows, _ = run(plan, quantum, **limit)
+            rows, _ = run(plan, quantum, max_results, max_bytes)
             t2 = time.perf_counter()
             nxt = plan.save()
             t3 = time.perf_counter()

@@ -136,7 +136,7 @@ def _execute(
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
     head, decoder, renderer = edge(plan, columns)  # before the work: a wrong column fails at once
-    rows, done = run(plan, quantum, max_results, max_bytes)
+    rows, done = run(plan, quantum, max_results, max_bytes, render=renderer)
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
     saved_next = None
@@ -228,7 +228,9 @@ class PageLimit:
 
     SAMPLE = 16
 
-    def __init__(self, plan: Plan, rows: Sequence[Mapping], max_results: int | None, max_bytes: int | None) -> None:
+    def __init__(
+        self, rows: Sequence[Mapping], max_results: int | None, max_bytes: int | None, render: Renderer
+    ) -> None:
         self.rows = rows
         self.cap: float = max_results if max_results is not None else math.inf
         self.max_bytes = max_bytes
@@ -236,7 +238,7 @@ class PageLimit:
         self.checkpoint: float = 1 if max_bytes is not None else math.inf
         self.measured = (0, 0)  # rows, bytes
         self.seen = 0  # rows before the last measure
-        self.plan = plan
+        self.render = render
 
     def limit(self) -> float:
         """Rows after which `full` must be asked again."""
@@ -251,7 +253,7 @@ class PageLimit:
         n = len(self.rows)
         if n >= self.checkpoint and self.max_bytes is not None:
             sample = self.rows[max(self.seen, n - self.SAMPLE) : n]
-            size = len(edge(self.plan)[2]("json", sample))
+            size = len(self.render("json", sample))
             rows, total = self.measured[0] + len(sample), self.measured[1] + size
             self.measured, self.seen = (rows, total), n
             # When the rows measured reach the budget by themselves: rows * max_bytes / total <= rows <= n.
@@ -261,14 +263,16 @@ class PageLimit:
 
 
 def run(
-    plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None
-) -> tuple[Sequence[Mapping], bool]:
+    plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None, *,
+    render: Renderer | None = None,
+) -> tuple[Sequence[Mapping], bool]:  # fmt: skip
     """Run until the plan is exhausted (True) or suspended (False): the quantum
-    expired or the page is full. The rows: a buffer of ids (no Python object per row)."""
+    expired or the page is full. The rows: a buffer of ids (no Python object per row).
+    `render` writes the rows the page's bytes are measured on (the plan's head, else)."""
     if plan.form == ASK:
         max_results = max_bytes = None
     rows = plan.root.rows()
-    page = PageLimit(plan, rows, max_results, max_bytes)
+    page = PageLimit(rows, max_results, max_bytes, render or edge(plan)[2])
     plan.ctx.wanted = page.wanted if page.limit() != math.inf else _unbounded
     limit = page.limit()
     quantum.start()

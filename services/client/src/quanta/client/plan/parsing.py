@@ -23,6 +23,9 @@ class Query:
     prologue: str  # PREFIX and BASE declarations, for text sent to SERVICE endpoints
     star: bool  # the top-level SELECT is `SELECT *`
     order: dict[str, int]  # variable name -> position of its first occurrence in the text
+    # what the server does not evaluate (quanta.sparql.fragment.query_refusals); none: the server
+    # evaluates the whole query, which then has no GRAPH, SERVICE or FROM anywhere
+    refusals: tuple[str, ...] = ()
 
 
 async def parse_query(text: str, base: str | None = None) -> Query:
@@ -53,4 +56,4 @@ def _query(text: str, base: str | None) -> Query:
     for match in _VARIABLE.finditer(code):
         order.setdefault(match.group(1), len(order))
     # the parser writes every IRI absolute: text sent to a SERVICE needs no declarations
-    return Query(parsed.algebra.algebra, parsed.algebra.prologue.base, "", star, order)
+    return Query(parsed.algebra.algebra, parsed.algebra.prologue.base, "", star, order, parsed.refusals)

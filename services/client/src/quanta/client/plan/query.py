@@ -28,7 +28,6 @@ from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import QueryError, Transport
-from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
@@ -72,8 +71,9 @@ async def plan_query(
     query = await parse_query(text, base)
     algebra = query.algebra
     form = FORMS[algebra.name]
-    _check_services(algebra.p, context)
-    dataset, sources = await _dataset(algebra, spec, transport)
+    if query.refusals:  # else there is no SERVICE to check, nor GRAPH to look for
+        _check_services(algebra.p, context)
+    dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
     whole = _whole_on_server(text, query, form, dataset, sources, base)
     if whole is not None:
         return whole
@@ -127,7 +127,7 @@ def _whole_on_server(
     source = dataset.default.single
     if form != "select" or query.star or source is None or sources.rename or source.graph is not None:
         return None
-    if member(algebra, "datasetClause") or fragment.select_refusals(algebra.p):
+    if query.refusals:  # FROM, or something below the SELECT
         return None
     head = algebra.PV
     if not head or not all(isinstance(v, Var) for v in head):
@@ -238,7 +238,7 @@ class _Slots(Op):
 # -- the dataset --
 
 
-async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport) -> tuple[Dataset, Sources]:
+async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport, refused: bool) -> tuple[Dataset, Sources]:
     clauses = member(algebra, "datasetClause") or []
     if spec.default_graph_uri is not None or spec.named_graph_uri is not None:
         default: list[str] | None = list(spec.default_graph_uri or ())
@@ -248,7 +248,7 @@ async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport) -> tup
         named = [from_term(c.named) for c in clauses if member(c, "named") is not None]
     else:
         default = named = None
-    uses_graphs = named is None and _has_graph(algebra.p)
+    uses_graphs = named is None and refused and _has_graph(algebra.p)
     available = await transport.named_graphs(spec.name) if default is not None or uses_graphs else []
     for iri in [*(default or ()), *(named or ())]:
         if iri not in available:
