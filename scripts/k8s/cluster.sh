@@ -173,7 +173,12 @@ PV
 
 stop_process() {
   [ -f "$DIR/$1.pid" ] || return 0
-  kill "$(cat "$DIR/$1.pid")" 2>/dev/null || true
+  local pid
+  pid=$(cat "$DIR/$1.pid")
+  kill "$pid" 2>/dev/null || true
+  # then SIGKILL after 10 s: an API server stopping gracefully can wait for its etcd, stopped next, forever
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
   rm -f "$DIR/$1.pid"
 }
 
