@@ -385,8 +385,9 @@ def test_the_first_quantum_waits_for_a_side_index_and_keeps_to_its_share(tmp_pat
     assert first.open()
     ran = 0
     started = time.perf_counter()
-    while (page := first.run(request)) is not None:  # a burst of 10 quanta of 5 ms, refilled at 1% of the time
-        assert page.next is None and page.stats["worker"] == "test"
+    while (local := first.run(request)) is not None:  # a burst of 10 quanta of 5 ms, refilled at 1% of the time
+        page, plan = local
+        assert plan is None and page.next is None and page.stats["worker"] == "test"
         ran += 1
         assert time.perf_counter() - started < 10, "the share is never spent"
     assert ran > 0

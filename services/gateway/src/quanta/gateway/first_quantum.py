@@ -17,7 +17,6 @@ queue as they did before, where the workers scale out.
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections.abc import Mapping
@@ -63,9 +62,7 @@ class FirstQuantum:
         for dataset in self.catalog.values():
             files: list[tuple[str | None, Path]] = [(None, dataset.path), *dataset.graphs]
             for graph, path in files:
-                if (dataset.name, graph) in self.stores:
-                    continue
-                if (dataset.name, graph) in self.unreadable:
+                if (dataset.name, graph) in self.stores or (dataset.name, graph) in self.unreadable:
                     continue
                 if not Path(side_index_path(str(path))).exists():
                     if (dataset.name, graph) not in self.waiting:
@@ -84,10 +81,11 @@ class FirstQuantum:
                 self.stores[(dataset.name, graph)] = store
         return done
 
-    def run(self, request: SubRequest) -> SubPage | None:
-        """The page of `request`'s first quantum run here, its `next` a token of the gateway's
-        transport; None when it is the workers' to run (no store here, or no time left in the
-        share). Raises QueryError for a query the engine refuses, as a worker's reply would."""
+    def run(self, request: SubRequest) -> tuple[SubPage, bytes | None] | None:
+        """`request`'s first quantum run here: the page (its `next` token is the transport's to
+        make) and the saved plan (None: the query is complete); None when it is the workers' to
+        run (no store here, or no time left in the share). Raises QueryError for a query the
+        engine refuses, as a worker's reply would."""
         store = self.stores.get((request.dataset, request.graph))
         if store is None or request.query is None:
             return None
@@ -112,5 +110,4 @@ class FirstQuantum:
         metrics.LOCAL_QUANTA.labels("complete" if plan is None else "suspended").inc()
         stats = {**page.stats, "queue_wait_ms": 0.0, "worker": self.worker, "plan": None if plan is None else "value"}
         stats["round_trip_ms"] = round(elapsed * 1000, 3)
-        token = None if plan is None else "v" + base64.b64encode(plan).decode()
-        return replace(page, next=token, stats=stats)
+        return replace(page, stats=stats), plan

@@ -88,13 +88,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
             timeout_s=settings.redis_timeout_s,
         )  # fmt: skip
-        first = None
+        first: FirstQuantum | None = None
+        opening: asyncio.Task[None] | None = None
         if settings.local_quantum_ms:
             first = FirstQuantum(catalog, settings.local_quantum_ms, settings.local_share, f"gateway@{gethostname()}")
-        # what is indexed opens before the first request (memory-mapped: fast); the rest when it is
-        opening = None
-        if first is not None and not await asyncio.to_thread(first.open):
-            opening = asyncio.create_task(_open_local(first))
+            # what is indexed opens before the first request (memory-mapped: fast); the rest when it is
+            if not await asyncio.to_thread(first.open):
+                opening = asyncio.create_task(_open_local(first))
         app.state.services = Services(
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,
             fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher, first),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
@@ -53,10 +54,11 @@ class DispatcherTransport:
 
     async def run(self, request: SubRequest) -> SubPage:
         tasks = QUERY_TASKS.get()
-        if self.first is not None and (page := self.first.run(request)) is not None:
+        if self.first is not None and (ran := self.first.run(request)) is not None:
             if tasks is not None:
                 tasks.sent += 1  # the query's later tasks are continuations
-            return page
+            page, plan = ran
+            return page if plan is None else replace(page, next=_token(plan))
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
@@ -86,6 +88,11 @@ class DispatcherTransport:
         raise QueryError(outcome.kind, outcome.kind.title, retry_after_s=outcome.retry_after_s)
 
 
+def _token(plan: bytes) -> str:
+    """The `next` token of a plan kept by value (read back by `_input`)."""
+    return "v" + base64.b64encode(plan).decode()
+
+
 def _input(task: queue_pb2.Task, request: SubRequest) -> None:
     if request.query is not None:
         task.query = request.query
@@ -105,7 +112,7 @@ async def _page(answered: Answered, render: str | None) -> SubPage:
         variables=list(page.head),
         rows=[] if page.ask or render is not None else await pages.rows(page),
         text=text,
-        next=None if done else "v" + base64.b64encode(page.plan).decode(),
+        next=None if done else _token(page.plan),
         boolean=page.boolean if page.ask and done else None,
         stats=pages.stats(page, "value", answered.round_trip_ms),
         bytes=page.ByteSize(),
