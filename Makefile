@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-bsbm clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-shipping bench-bsbm clean
 
 install:
 	@scripts/bootstrap.sh
@@ -74,6 +74,9 @@ bench-native: install
 
 bench-client: install
 	$(BIN)/python bench/client.py
+
+bench-shipping: install
+	$(BIN)/python bench/shipping.py
 
 ## The Berlin SPARQL Benchmark's own driver against quanta, Fuseki, Oxigraph and Virtuoso (bench/README.md;
 ## Java, Maven and, for Virtuoso, root's apt-get). BSBM_FLAGS: e.g. --products 1k,10k --clients 1,4,8,64.

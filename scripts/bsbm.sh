@@ -6,6 +6,7 @@
 #                               # of jars, for `java -cp "DIR/*" benchmark.testdriver.TestDriver ...`
 #   scripts/bsbm.sh oxigraph    # Oxigraph's server (PyPI `oxigraph`) in a venv of its own: its binary
 #   scripts/bsbm.sh virtuoso    # Debian's virtuoso-opensource (apt-get, as root): virtuoso-t's path
+#   scripts/bsbm.sh java        # Java 17 and Maven, what the rest needs (apt-get, as root, when missing): java's path
 set -euo pipefail
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/quanta"
 case "${1:-bsbm}" in
@@ -53,8 +54,19 @@ virtuoso)
   fi
   command -v virtuoso-t
   ;;
+java)
+  if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+    if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+      echo "bsbm.sh: java or mvn is missing (as root: apt-get install openjdk-17-jre-headless maven)" >&2
+      exit 2
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless maven >&2 \
+      || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless maven >&2; }
+  fi
+  command -v java
+  ;;
 *)
-  echo "usage: scripts/bsbm.sh [bsbm|oxigraph|virtuoso]" >&2
+  echo "usage: scripts/bsbm.sh [bsbm|oxigraph|virtuoso|java]" >&2
   exit 2
   ;;
 esac

@@ -25,14 +25,14 @@ EVERYTHING = "SELECT ?s ?p ?o WHERE { ?s ?p ?o }"
 NS = "quanta"  # the release namespace (conftest)
 
 
-def expected(query: str) -> list[tuple[str, ...]]:
+def expected(query: str) -> list[tuple[str | None, ...]]:
     """The engine's answer, in-process, over the same sample file the worker image carries."""
     from quanta.engine.storage import open_store
     from quanta.engine.testing import run_paged
 
     store = open_store(str(ROOT / "data" / "watdiv-100k.hdt"), name="watdiv-100k")
     _, rows, _, _ = run_paged(store, query, None)
-    return sorted(tuple(r) for r in rows)
+    return sorted(rows, key=lambda r: tuple(t or "" for t in r))
 
 
 def test_gateway_worker_and_redis_run_as_real_pods(release) -> None:

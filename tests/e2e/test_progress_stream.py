@@ -16,7 +16,7 @@ from quanta.common import keys
 SERVICE_OPTIONS = {"quantum_ms": 2, "max_results": 40}
 WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"
 LIKES = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }}"  # 1,133 rows: 29 pages of 40
-SORTED = f"SELECT ?o (COUNT(*) AS ?n) WHERE {{ ?s <{WSDBM}likes> ?o }} GROUP BY ?o ORDER BY DESC(?n) ?o"
+SORTED = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }} ORDER BY DESC(?o) ?s"
 EVENTS = {"Accept": "text/event-stream"}
 
 Event = tuple[str, Any]

@@ -124,7 +124,13 @@ def _dictionary(term: object) -> str:
     if isinstance(term, ox.BlankNode):
         return f"_:{term.value}"
     assert isinstance(term, ox.Literal)
-    return f'"{term.value}"'
+    if term.language:
+        return f'"{term.value}"@{term.language}'
+    datatype = term.datatype.value
+    return f'"{term.value}"' if datatype == XSD_STRING else f'"{term.value}"^^<{datatype}>'
+
+
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
 
 NAMES = ["optional", "optional-filter", "distinct", "aggregates", "count", "order", "order-limit", "minus"]

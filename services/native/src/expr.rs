@@ -24,6 +24,7 @@
 //! So a condition is exact on every row, and native on the rows that make up
 //! real workloads.
 
+use crate::order::OrderKey;
 use crate::regexp::{Part, Regexp};
 use crate::store::Store;
 use crate::temporal::{self, Instant};
@@ -152,6 +153,23 @@ pub struct Literal {
 }
 
 impl Term {
+    /// Its place in ORDER BY's order, if this side knows it exactly (`crate::order`).
+    pub fn order_key(&self) -> Option<OrderKey> {
+        match self {
+            Term::Iri { text, .. } => Some(OrderKey::Iri(text.clone())),
+            Term::Blank { label, .. } => Some(OrderKey::Blank(label.clone())),
+            Term::Literal(l) => match l.kind {
+                Kind::Int(i) => OrderKey::integer(i),
+                Kind::Double(x) => Some(OrderKey::double(x)),
+                Kind::Str | Kind::Lang => Some(OrderKey::Text(
+                    l.lex.clone(),
+                    l.lang.clone().unwrap_or_default(),
+                )),
+                _ => None,
+            },
+        }
+    }
+
     /// Its id: the dictionary's, or a query constant's in the plan's term table (0: none).
     pub fn gid(&self) -> i64 {
         match self {
@@ -982,7 +1000,7 @@ impl Terms {
         self.numbers = HashMap::new();
     }
 
-    fn get(&mut self, store: &Store, table: &mut dyn Table, gid: i64) -> Out<Arc<Term>> {
+    pub(crate) fn get(&mut self, store: &Store, table: &mut dyn Table, gid: i64) -> Out<Arc<Term>> {
         if self.cache.is_empty() {
             self.cache = vec![None; CACHE_TERMS];
         }
@@ -1046,7 +1064,7 @@ impl Terms {
 
     /// The id of a value a BIND computed (`mint` of its text), a number's
     /// kept by its value as well.
-    fn mint_value(&mut self, store: &Store, table: &mut dyn Table, v: &Val) -> Out<i64> {
+    pub(crate) fn mint_value(&mut self, store: &Store, table: &mut dyn Table, v: &Val) -> Out<i64> {
         let key = match *v {
             Val::Int(i) => Some((0, i as u64)),
             Val::Float(x) => Some((1, x.to_bits())),

@@ -8,6 +8,7 @@ pub mod exec;
 pub mod expr;
 pub mod hdt;
 pub mod index;
+pub mod order;
 pub mod query;
 pub mod regexp;
 pub mod render;

@@ -125,7 +125,8 @@ impl NativeHdt {
     /// `("scan", pattern)` (a pattern: three codes, `id << 1` or `slot << 1 |
     /// 1`), `("values", slots, cells, rows)`, `("union", [plan, ..])`,
     /// `("join", left, right)` (index loop join), `("merge", left, pattern,
-    /// key slot)`, `("slice", input, offset, limit or None)`, `("filter",
+    /// key slot)`, `("slice", input, offset, limit or None)`, `("tally", input,
+    /// slots, count slot or None)`, `("topk", input, [(slot, descending)], k)`, `("filter",
     /// input, atoms, condition, test)` and `("extend", input, slot, value,
     /// compute)`. Atoms: `(same, (is_slot, value), (is_slot, value))`, the
     /// comparisons of ids a FILTER starts with. A condition or value: an
@@ -872,6 +873,29 @@ fn plan_spec(
             let value = native(item(3)?, Some(slot))?;
             undecided.push((item(4)?.unbind(), true));
             Spec::Extend { input, slot, value }
+        }
+        "tally" => {
+            let input = input(undecided)?;
+            let (slots, count): (Vec<usize>, Option<usize>) =
+                (item(2)?.extract()?, item(3)?.extract()?);
+            if slots.iter().chain(count.iter()).any(|&s| s >= width) {
+                return Err(PyValueError::new_err("tally of an undeclared variable"));
+            }
+            Spec::Tally {
+                input,
+                slots,
+                count,
+            }
+        }
+        "topk" => {
+            let input = input(undecided)?;
+            let (keys, k): (Vec<(usize, bool)>, usize) = (item(2)?.extract()?, item(3)?.extract()?);
+            if keys.iter().any(|&(s, _)| s >= width) || k == 0 {
+                return Err(PyValueError::new_err(
+                    "top-k of an undeclared variable, or of no row",
+                ));
+            }
+            Spec::TopK { input, keys, k }
         }
         other => return Err(PyValueError::new_err(format!("no operator {other:?}"))),
     })

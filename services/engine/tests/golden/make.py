@@ -1,6 +1,7 @@
-"""Write the golden saved plans of format v1: one per operator state layout
-(run once per format version; never regenerate an existing file: they pin
-compatibility, so this only writes the cases whose files are missing).
+"""Write the golden saved plans: one per operator state layout, in the format
+that introduced it (v1; v2 for a Tally or TopK at the root, a plan asked for
+partial answers). Run once per format version; never regenerate an existing file:
+they pin compatibility, so this only writes the cases whose files are missing.
 
 Each case is a query on the in-repo watdiv-100k, suspended by a step quantum
 in the middle of its run (`.plan`), with the rows it must resume to
@@ -54,7 +55,11 @@ CASES = {
         {"extend", "index_join", "scan"},
     ),
     "v1-slice": (P + "SELECT * WHERE { ?s wsdbm:friendOf ?f . ?f wsdbm:likes ?p } LIMIT 40 OFFSET 25", 60, {"slice"}),
+    # suspended with its input half read and rows still to hand on (its page held 3 of them)
+    "v2-tally": (P + "SELECT ?o (COUNT(*) AS ?n) WHERE { ?s wsdbm:likes ?o } GROUP BY ?o", 300, {"tally", "scan"}),
+    "v2-top-k": (P + "SELECT ?s ?o WHERE { ?s wsdbm:likes ?o } ORDER BY DESC(?o) ?s LIMIT 5", 300, {"top_k", "scan"}),
 }
+PAGE_ROWS = {"v2-tally": 3, "v2-top-k": 2}
 
 
 def kinds(op: pb.Operator) -> set[str]:
@@ -72,13 +77,14 @@ def kinds(op: pb.Operator) -> set[str]:
 
 
 def write(store: TripleStore, name: str, query: str, steps: int, expected: set[str]) -> None:
-    plan = compile_query(query, store)
+    partial = name.startswith("v2-")
+    plan = compile_query(query, store, partial)
     assert kinds(pb.PhysicalPlan.FromString(plan.description).root) >= expected, name
-    _, total = steps_of(store, query)
-    steps = min(steps, total // 2)  # suspended in the middle of the run
+    if not partial:
+        steps = min(steps, steps_of(store, query)[1] // 2)  # suspended in the middle of the run
     quantum = StepQuantum(steps)
     plan.ctx.quantum = quantum
-    _, done = run(plan, quantum)
+    _, done = run(plan, quantum, PAGE_ROWS.get(name))
     assert not done, f"{name}: finished within {steps} steps"
     saved = plan.save()
     resumed = Plan.load(saved, store, Quantum(None))
@@ -103,7 +109,7 @@ def main() -> None:
             (HERE / "v1-join.rows.json").write_text(json.dumps([list(r) for r in rest.rows]) + "\n")
         for name, (query, steps, expected) in CASES.items():
             if "--check" in sys.argv:
-                plan = compile_query(query, store)
+                plan = compile_query(query, store, name.startswith("v2-"))
                 print(name, sorted(kinds(pb.PhysicalPlan.FromString(plan.description).root)))
             elif not (HERE / f"{name}.plan").exists():
                 write(store, name, query, steps, expected)

@@ -37,7 +37,11 @@ class HttpTransport:
     def run_sync(self, request: SubRequest) -> SubPage:
         if request.render is not None or request.columns:  # /v1 answers rows: never an empty page instead
             raise QueryError(ErrorKind.INVALID_REQUEST, "the /v1 protocol returns rows, not pages rendered as text")
-        body: dict[str, str] = {"query": request.query} if request.query is not None else {"next": request.next or ""}
+        body: dict[str, str | bool] = (
+            {"query": request.query} if request.query is not None else {"next": request.next or ""}
+        )
+        if request.partial and request.query is not None:
+            body["partial"] = True
         if request.graph is not None:
             body["graph"] = request.graph
         if self.plan:

@@ -79,7 +79,7 @@ def run_quantum(
     try:
         page = execute(
             store, query=request.query if saved is None else None, saved=saved, quantum_seconds=quantum_s,
-            max_results=max_results, max_bytes=max_bytes, columns=request.columns,
+            max_results=max_results, max_bytes=max_bytes, columns=request.columns, partial=request.partial,
         )  # fmt: skip
     except QuantaError as error:
         raise query_error(error) from error

@@ -57,11 +57,15 @@ class SmartClient:
         on_request: OnRequest | None = None,
         retry: Retry = DEFAULT_RETRY,
         optional: str = "auto",
+        ship: bool = True,
     ) -> None:
         """`optional`: how OPTIONAL runs when the server evaluates both sides:
-        "auto" (OptJoin: one query) or "bind" (BindLeftJoin: one per block)."""
+        "auto" (OptJoin: one query) or "bind" (BindLeftJoin: one per block).
+        `ship`: GROUP BY and DISTINCT over a server piece run on the server in
+        partial answers (function shipping); False: here, over every row (data shipping)."""
         self.transport = transport
         self.optional = optional
+        self.ship = ship
         self.budgets = budgets
         self.services = dict(services or {})
         self.on_request = on_request
@@ -84,7 +88,9 @@ class SmartClient:
         requester = Requester(self.transport, name=name or "query", on_request=hook, retry=self.retry)
         context = Context(requester, spec.name, self.budgets, self.services)
         try:
-            plan = await plan_query(query, spec, context, self.transport, strategy=self.optional, base=base)
+            plan = await plan_query(
+                query, spec, context, self.transport, strategy=self.optional, base=base, ship=self.ship
+            )
         except QuantaError as error:  # a constant expression past a limit, evaluated while planning
             context.close()
             raise query_error(error) from error

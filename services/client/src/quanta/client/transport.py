@@ -33,6 +33,9 @@ class SubRequest:
     # with these columns, rather than as rows: a transport that can (the gateway's).
     render: str | None = None
     columns: tuple[str, ...] = ()
+    # A DISTINCT, or GROUP BY with COUNT(*), answered per quantum: each page's rows
+    # distinct (with their counts) in that page alone, for the caller to merge
+    partial: bool = False
 
     def __post_init__(self) -> None:
         if (self.query is None) == (self.next is None):
@@ -40,7 +43,7 @@ class SubRequest:
 
     def resumed(self, token: str) -> SubRequest:
         """The request that continues this one from `token`."""
-        return SubRequest(self.dataset, self.graph, None, token, self.render, self.columns)
+        return SubRequest(self.dataset, self.graph, None, token, self.render, self.columns, self.partial)
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,15 +104,18 @@ def execute(
     max_results: int | None = None,
     max_bytes: int | None = None,
     columns: Sequence[str] = (),
+    partial: bool = False,
 ) -> Page:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`).
     `columns`: the page's head, some of the query's variables in any order
     (empty: the query's own head; InvalidRequest if one is not there).
+    `partial`: a new query's DISTINCT, or GROUP BY with COUNT(*), is answered
+    per quantum, for the client to merge (`compile_query`).
     The cyclic collector waits meanwhile (operators make only acyclic tuples):
     a collection over the previous page's rows stalled a clock check or a
     resume by up to ~20 ms; it runs between quanta instead."""
     with collection_paused():
-        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns)
+        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns, partial)
 
 
 def _execute(
@@ -123,6 +126,7 @@ def _execute(
     max_results: int | None,
     max_bytes: int | None,
     columns: Sequence[str],
+    partial: bool,
 ) -> Page:
     stats = Stats()
     quantum = Quantum(quantum_seconds)
@@ -132,7 +136,7 @@ def _execute(
         stats.resume_ms = _ms(start)
     else:
         assert query is not None
-        plan = compile_query(query, store)
+        plan = compile_query(query, store, partial)
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
     head, decoder, renderer = edge(plan, columns)  # before the work: a wrong column fails at once

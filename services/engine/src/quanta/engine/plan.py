@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Operator, build
+from quanta.engine.operators import Operator, Tally, TopK, build
 from quanta.engine.operators.native import NativeTree
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
@@ -31,8 +31,11 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # The layout of saved plans this release writes, and those it reads (docs/saved-plan-format.md,
 # Compatibility): 0 is a plan saved before SavedPlan.format existed, in layout 1. A release that
 # changes an operator's state layout writes the next number, and reads the old ones or not.
+# 2: layout 1 with a Tally or TopK at the root (partial answers; releases reading only 1 refuse
+# them as plan-version).
 FORMAT = 1
-READABLE_FORMATS = frozenset({0, 1})
+PARTIAL_FORMAT = 2
+READABLE_FORMATS = frozenset({0, 1, 2})
 # pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
 SELECT = cast("pb.QueryForm", 0)
 ASK = cast("pb.QueryForm", 1)
@@ -85,7 +88,7 @@ class Plan:
             plan=self.description,
             state=state,
             state_terms=saver.extra,
-            format=FORMAT,
+            format=PARTIAL_FORMAT if isinstance(self.root.operator, Tally | TopK) else FORMAT,
         ).SerializeToString()
 
     @classmethod

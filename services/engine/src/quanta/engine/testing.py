@@ -139,10 +139,12 @@ def as_multiset(head: list[str], rows: Iterable[Row]) -> Counter[Solution]:
     )
 
 
-def run_paged(store: TripleStore, query: str, quantum_seconds: float | None, max_results: int | None = None):  # type: ignore[no-untyped-def]
+def run_paged(
+    store: TripleStore, query: str, quantum_seconds: float | None, max_results: int | None = None, partial: bool = False
+) -> tuple[list[str], list[Row], int, int]:
     """Run to completion the way workers do (bytes between quanta); returns
     (head, rows, form, number of quanta)."""
-    page = execute(store, query=query, quantum_seconds=quantum_seconds, max_results=max_results)
+    page = execute(store, query=query, quantum_seconds=quantum_seconds, max_results=max_results, partial=partial)
     rows = list(page.rows)
     quanta = 1
     while page.next is not None:
@@ -170,10 +172,12 @@ class StepQuantum(Quantum):
         raise QuantumExpired
 
 
-def run_quanta(store: TripleStore, query: str, quanta: Iterable[Quantum]) -> tuple[list[Row], int]:
+def run_quanta(
+    store: TripleStore, query: str, quanta: Iterable[Quantum], partial: bool = False
+) -> tuple[list[Row], int]:
     """Run a query one quantum of `quanta` after the other, through the saved
     plan's bytes between two; returns the rows in order and the quanta used."""
-    plan = compile_query(query, store)
+    plan = compile_query(query, store, partial)
     rows: list[Row] = []
     saved = b""
     for used, quantum in enumerate(quanta, start=1):
@@ -189,9 +193,9 @@ def run_quanta(store: TripleStore, query: str, quanta: Iterable[Quantum]) -> tup
     raise AssertionError("the query did not finish in the quanta given")
 
 
-def run_in_steps(store: TripleStore, query: str, steps: int) -> tuple[list[Row], int]:
+def run_in_steps(store: TripleStore, query: str, steps: int, partial: bool = False) -> tuple[list[Row], int]:
     """Suspend every `steps` steps; the rows in order and how many quanta it took."""
-    return run_quanta(store, query, (StepQuantum(steps) for _ in range(100_000)))
+    return run_quanta(store, query, (StepQuantum(steps) for _ in range(100_000)), partial)
 
 
 class CountingQuantum(Quantum):

@@ -43,6 +43,13 @@ class QueryRequest(BaseModel):
         description="the IRI of one of the dataset's named graphs (GET /v1/datasets lists them); omitted: the "
         "default graph. A `next` token stays bound to the graph its query started on.",
     )
+    partial: bool = Field(
+        False,
+        description="answer a DISTINCT, or a GROUP BY of variables with one COUNT(*), per quantum: each page's "
+        "rows are distinct, with their counts, in that page alone, for the client to merge (docs/protocol.md, "
+        "Partial answers). Otherwise such a query is outside the server fragment. Ignored with `next`: a token "
+        "continues its query as it began.",
+    )
     plan: Literal["auto", "value", "reference"] | None = Field(
         None,
         description="how to return the saved plan: in the token (value), kept server-side (reference), or the "

@@ -14,7 +14,8 @@ so far (its round trips, in milliseconds, big-endian, at most 2^32 - 1), for
 the page's time left (`eta_ms`); a version 1 or 2 token has none.
 
 payload: the saved plan (kind "value"), a Redis plan id ("reference"), or the
-query text ("query": a query that timed out before any state was saved).
+query text ("query", or "partial query" for one asked with `partial`: a
+query that timed out before any state was saved).
 mac: HMAC-SHA256 under the key `kid` over every byte before it; key ids let
 the secret rotate while tokens already issued still verify.
 """
@@ -41,6 +42,7 @@ class Kind(IntEnum):
     VALUE = 1
     REFERENCE = 2
     QUERY = 3
+    PARTIAL_QUERY = 4  # "query", for a query asked with `partial` (its pages are partial answers)
 
 
 class InvalidToken(ValueError):

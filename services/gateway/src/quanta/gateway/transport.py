@@ -9,7 +9,7 @@ the endpoint splices in without reading a row; and for plans by value: the state
 stays in this process between quanta (no copy in Redis that could expire
 while a slow reader holds the query back). The `next` tokens never leave the
 gateway, so they are not signed: `v` + the saved plan (base64), or `q` + the
-query text to start again after a reply timeout.
+query text to start again after a reply timeout (`p` for a partial one).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class DispatcherTransport:
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
+            partial=request.partial,
         )  # fmt: skip
         _input(task, request)
         # Not charged to the rate (the query was, when fair_use admitted it), but counted in its
@@ -80,7 +81,7 @@ class DispatcherTransport:
                 line=e.line or None, column=e.column or None, operator=e.operator or None,
             )  # fmt: skip
         if isinstance(outcome, ReplyTimeout):
-            again = request.next or "q" + (request.query or "")
+            again = request.next or ("p" if request.partial else "q") + (request.query or "")
             message = f"no worker replied within {outcome.timeout_s:g} s"
             raise QueryError(outcome.kind, message, retry_after_s=outcome.retry_after_s, next=again)
         if isinstance(outcome, WrongReply):
@@ -98,8 +99,9 @@ def _input(task: queue_pb2.Task, request: SubRequest) -> None:
         task.query = request.query
     elif request.next and request.next[0] == "v":
         task.plan = base64.b64decode(request.next[1:])
-    elif request.next and request.next[0] == "q":
+    elif request.next and request.next[0] in "qp":
         task.query = request.next[1:]
+        task.partial = request.next[0] == "p"
     else:
         raise QueryError(ErrorKind.INVALID_TOKEN, "not a next token of the gateway's transport")
 

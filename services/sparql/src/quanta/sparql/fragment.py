@@ -13,7 +13,10 @@ REDUCED. Outside: what needs all mappings at once (OPTIONAL, MINUS,
 DISTINCT, ORDER BY, GROUP BY and aggregates, EXISTS, subqueries), other
 property paths, GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE, extension
 functions, and the functions that would answer differently in different
-quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()).
+quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()). A query asked for
+partial answers may also be a DISTINCT, a GROUP BY with COUNT(*) or an
+ORDER BY ... LIMIT of a pattern inside (`partial`), answered per quantum for
+the client to merge.
 
 Nodes are quanta's SPARQL algebra (`quanta.sparql.syntax.AlgebraNode`s, as
 `quanta.sparql.parse` gives them). Operators are named as the service's refusals name them (the
@@ -23,10 +26,11 @@ Nodes are quanta's SPARQL algebra (`quanta.sparql.syntax.AlgebraNode`s, as
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from quanta.sparql.errors import UnsupportedQuery
-from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath
+from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath, Var
 
 # Graph patterns the server evaluates (ToMultiSet: only over VALUES).
 SERVER_PATTERNS = frozenset({"BGP", "Join", "Union", "Filter", "Extend", "ToMultiSet", "values"})
@@ -154,6 +158,74 @@ def query_refusals(query: Any) -> list[str]:
     if query.p is None:  # DESCRIBE <iri> without a WHERE clause: no pattern at all
         return found
     return _unique(found + select_refusals(query.p))
+
+
+# The largest k of an ORDER BY ... LIMIT k answered in partial answers (the rows a quantum keeps)
+MAX_TOP = 10_000
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A query below SELECT that the server answers in partial answers per quantum,
+    which the client merges: `pattern`, a pattern the server evaluates, and
+    - DISTINCT of `variables` (`count` and `order` None);
+    - GROUP BY `variables` (maybe none) with one COUNT(*) bound to `count`;
+    - ORDER BY `order` ((variable, descending) each) LIMIT `limit` of `variables`."""
+
+    pattern: Any
+    variables: list[Var]
+    count: Var | None = None
+    order: list[tuple[Var, bool]] | None = None
+    limit: int = 0
+
+
+def partial(node: Any) -> Partial | None:
+    """The partial answers a SELECT's pattern (`query.p`) may be answered in; None if none."""
+    if node.name == "Distinct" and node.p.name == "Project":
+        variables = list(node.p.PV)
+        if all(isinstance(v, Var) for v in variables) and server_evaluates(node.p.p):
+            return Partial(node.p.p, variables)
+        return None
+    if node.name == "Slice":
+        return _top(node)
+    extend = node.p if node.name == "Project" else None
+    if extend is None or extend.name != "Extend" or extend.p.name != "AggregateJoin":
+        return None
+    join = extend.p
+    keys = _param(join.p, "expr") or []
+    (count, *others) = join.A
+    if (
+        others
+        or count.name != "Aggregate_Count"
+        or _param(count, "vars") != "*"
+        or _param(count, "distinct")
+        or extend.expr != count.res
+        or not all(isinstance(k, Var) for k in keys)
+        or sorted(map(str, node.PV)) != sorted(map(str, [*keys, extend.var]))
+        or not server_evaluates(join.p.p)
+    ):
+        return None
+    return Partial(join.p.p, list(keys), count=extend.var)
+
+
+def _top(node: Any) -> Partial | None:
+    """`SELECT vars WHERE { P } ORDER BY ?a DESC(?b) LIMIT k`: variables ordered by, no OFFSET."""
+    project, limit = node.p, _param(node, "length")
+    if node.start or limit is None or not 0 < limit <= MAX_TOP or project.name != "Project":
+        return None
+    order = project.p
+    if order.name != "OrderBy" or not server_evaluates(order.p):
+        return None
+    keys = []
+    for condition in order.expr:
+        var = condition.expr if isinstance(condition, AlgebraNode) and condition.name == "OrderCondition" else condition
+        if not isinstance(var, Var):
+            return None
+        keys.append((var, isinstance(condition, AlgebraNode) and _param(condition, "order") == "DESC"))
+    variables = list(project.PV)
+    if not all(isinstance(v, Var) for v in variables):
+        return None
+    return Partial(order.p, variables, order=keys, limit=limit)
 
 
 def check(query: Any) -> None:

@@ -125,6 +125,7 @@ class Runner:
             max_results=dataset.max_results,
             max_bytes=dataset.max_page_bytes,
             columns=task.columns,
+            partial=task.partial,
         )
 
     @staticmethod

@@ -77,7 +77,8 @@ class State:
         self.seen: set[Any] | None = set() if agg.distinct else None
         self.size = 0
 
-    def add(self, row: Row) -> None:
+    def add(self, row: Row, times: int = 1) -> None:
+        """Add `row`, which stands for `times` equal rows (a partial answer's count)."""
         agg = self.agg
         if agg.expr is None:  # COUNT(*)
             if self.seen is not None:
@@ -86,7 +87,8 @@ class State:
                     return
                 self.seen.add(solution)
                 self.size += 1
-            self.count += 1
+                times = 1
+            self.count += times
             return
         term = agg.expr.value(row)
         if term is None:
@@ -98,7 +100,8 @@ class State:
                 return
             self.seen.add(term)
             self.size += 1
-        self.count += 1
+            times = 1
+        self.count += times
         kind = agg.kind
         if kind in ("Min", "Max"):
             if (
@@ -119,6 +122,8 @@ class State:
                     raise ExprError("not a number")
                 if v.kind not in NUMBERS:
                     raise ExprError("not a number")
+                if times > 1:
+                    v = arithmetic("*", v, integer(times))
                 self.total = v if self.total is None else arithmetic("+", self.total, v)
             except (ExprError, ArithmeticError, ValueError):
                 self.error = True
@@ -127,11 +132,11 @@ class State:
             if v is None or v.kind not in (STRING, LANG):
                 self.error = True
             else:
-                self.chars += len(v.lex) + len(agg.separator)
+                self.chars += (len(v.lex) + len(agg.separator)) * times
                 if self.chars > MAX_LITERAL_CHARS + len(agg.separator):
                     raise too_long("GROUP_CONCAT")
-                self.parts.append(v.lex)
-                self.size += 1
+                self.parts += [v.lex] * times
+                self.size += times
 
     def result(self) -> str | None:
         kind = self.agg.kind

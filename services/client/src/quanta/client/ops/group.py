@@ -23,10 +23,16 @@ OUT_ROWS = 4096  # rows per batch handed on
 class Group(Op):
     """`keys`: the grouping slots (an expression key has been computed into a
     hidden slot); `bound`: those of them that are variables of the output.
-    Without keys the whole input is one group, even when empty."""
+    Without keys the whole input is one group, even when empty. `times`: the
+    slot that says how many times each input row counts (the server's partial
+    answers: a quantum's distinct rows with their counts), None: once."""
 
-    def __init__(self, child: Op, keys: list[int], bound: list[int], aggregates: list[Aggregate], shape: Shape) -> None:
+    def __init__(
+        self, child: Op, keys: list[int], bound: list[int], aggregates: list[Aggregate], shape: Shape,
+        times: int | None = None,
+    ) -> None:  # fmt: skip
         self.child, self.keys, self.bound, self.aggregates, self.shape = child, keys, bound, aggregates, shape
+        self.times = times
         results = frozenset(a.slot for a in aggregates)
         self.maybe = frozenset(bound) | results
         self.certain = frozenset(s for s in bound if s in child.certain) | frozenset(
@@ -37,7 +43,8 @@ class Group(Op):
         return [self.child]
 
     def label(self) -> str:
-        return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}"
+        weighed = "" if self.times is None else f" times={self.times}"
+        return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}{weighed}"
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
@@ -62,6 +69,13 @@ class Group(Op):
                 yield out
 
 
+def count_of(term: str | None) -> int:
+    """A partial answer's count: an xsd:integer literal the server wrote."""
+    if term is None or not term.startswith('"'):
+        raise ValueError(f"not a count: {term!r}")
+    return int(term[1 : term.index('"', 1)])
+
+
 class _Table:
     def __init__(self, group: Group, ctx: Context, depth: int) -> None:
         self.op, self.ctx, self.depth = group, ctx, depth
@@ -78,7 +92,7 @@ class _Table:
     async def add_all(self, rows: Iterable[Row] | RowFile, pacer: Pacer) -> None:
         """Each row into its group's states (aggregate expressions cost what they cost:
         the loop is handed back by time as well as by rows)."""
-        keys, limit = self.op.keys, self.ctx.budgets.memory_rows
+        keys, limit, times = self.op.keys, self.ctx.budgets.memory_rows, self.op.times
         for row in rows:
             await pacer.tick()
             key = tuple(row[s] for s in keys)
@@ -90,9 +104,10 @@ class _Table:
                     self.spill.add(row)
                     continue
                 states = self.group(key)
+            n = 1 if times is None else count_of(row[times])
             for state in states:
                 before = state.size
-                state.add(row)
+                state.add(row, n)
                 self.units += state.size - before
             if self.units > 2 * limit and len(self.groups) == 1:
                 raise oversized(self.ctx, "an aggregate over one group")

@@ -82,13 +82,15 @@ class Columns:
         return out
 
 
-async def fetch(ctx: Context, source: Source, text: str, columns: Columns) -> AsyncGenerator[Batch, None]:
+async def fetch(
+    ctx: Context, source: Source, text: str, columns: Columns, partial: bool = False
+) -> AsyncGenerator[Batch, None]:
     """Every page of one server query, as rows (stops sending when the consumer
     stops), in batches of `yield_rows` at most and about `batch_bytes` (the
     page's bytes shared evenly by its rows): a page may hold 100,000 rows, or
     a few of a million characters, and what comes after works batch by batch
     between turns of the event loop."""
-    request = SubRequest(ctx.dataset, source.graph, text)
+    request = SubRequest(ctx.dataset, source.graph, text, partial=partial)
     budgets = ctx.budgets
     async for page in ctx.requester.pages(request):
         size = budgets.yield_rows
@@ -111,6 +113,7 @@ class Piece:
     columns: Columns
     maybe: frozenset[int]
     certain: frozenset[int]
+    partial: bool = False  # a DISTINCT or COUNT(*) the server answers per quantum (SubRequest.partial)
 
     @property
     def source(self) -> Source:
@@ -127,7 +130,7 @@ class Remote(Op):
         self.certain = piece.certain
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
-        async for batch in fetch(ctx, self.piece.source, self.text, self.piece.columns):
+        async for batch in fetch(ctx, self.piece.source, self.text, self.piece.columns, self.piece.partial):
             yield batch
 
     def label(self) -> str:

@@ -67,6 +67,7 @@ async def plan_query(
     *,
     strategy: str = "auto",
     base: str | None = None,
+    ship: bool = True,
 ) -> QueryPlan:
     query = await parse_query(text, base)
     algebra = query.algebra
@@ -79,12 +80,14 @@ async def plan_query(
         return whole
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
     try:
-        return await bounded_async(lambda: _plan(query, form, dataset, sources, context, strategy), text, base)
+        return await bounded_async(lambda: _plan(query, form, dataset, sources, context, strategy, ship), text, base)
     except QuantaError as error:
         raise query_error(error) from error
 
 
-def _plan(query: Query, form: str, dataset: Dataset, sources: Sources, context: Context, strategy: str) -> QueryPlan:
+def _plan(
+    query: Query, form: str, dataset: Dataset, sources: Sources, context: Context, strategy: str, ship: bool
+) -> QueryPlan:
     algebra = query.algebra
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
@@ -103,6 +106,7 @@ def _plan(query: Query, form: str, dataset: Dataset, sources: Sources, context: 
         now=context.now,
         prologue=query.prologue,
         strategy=strategy,
+        shipping=ship,
     )
     scope = Scope(slots)
     if form == "construct":

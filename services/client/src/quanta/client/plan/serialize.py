@@ -69,11 +69,20 @@ class Writer:
         having: Any = None,
         limit: int | None = None,
         offset: int = 0,
+        distinct: bool = False,
+        count: Var | None = None,
+        order: Sequence[tuple[Var, bool]] = (),
     ) -> str:
         """`SELECT projection WHERE { top {pattern} FILTER(having) }`: `top`
         (a bind join's VALUES) joins the pattern as a whole; `having` filters
-        the join (an OPTIONAL's condition sees both sides)."""
-        head = " ".join(f"?{self.name(v)}" for v in projection) or "*"
+        the join (an OPTIONAL's condition sees both sides). `distinct`: SELECT
+        DISTINCT; `count`: the projection is grouped by, and COUNT(*) is bound
+        to `count`; `order`: ORDER BY these (variable, descending) (the shapes a server
+        answers in partial answers)."""
+        head = " ".join(f"?{self.name(v)}" for v in projection)
+        if count is not None:
+            head += f" (COUNT(*) AS ?{self.name(count)})"
+        head = ("DISTINCT " if distinct else "") + (head.strip() or "*")
         if top or having is not None:
             body = f"{self.inject} {top} {self.group(pattern)}"
             if having is not None:
@@ -81,6 +90,10 @@ class Writer:
         else:
             body = f"{self.inject} {self.elements(pattern)}"
         text = f"SELECT {head} WHERE {{ {body.strip()} }}"
+        if count is not None and projection:
+            text += " GROUP BY " + " ".join(f"?{self.name(v)}" for v in projection)
+        if order:
+            text += " ORDER BY " + " ".join(f"DESC(?{self.name(v)})" if d else f"?{self.name(v)}" for v, d in order)
         if self.base:
             text = f"BASE {iri_ref(self.base)}\n{text}"
         if limit is not None:

@@ -4,7 +4,9 @@ What the server evaluates is decided by `quanta.sparql.fragment`: anything
 else is refused first (UnsupportedQuery naming the operator the smart client
 must run), so what is refused never depends on the data. The fragment: BGP,
 multiset UNION, FILTER over pure expressions, BIND, VALUES, SELECT
-projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1).
+projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1); and, for a query
+asked for partial answers, a DISTINCT or a GROUP BY with COUNT(*) (a Tally), or an
+ORDER BY ... LIMIT (a TopK).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Scan, Slice, Union, Values
+from quanta.engine.operators import Operator, Scan, Slice, Tally, TopK, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.planner import Component, plan_join
@@ -27,17 +29,20 @@ from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import from_term
 
 
-def compile_query(text: str, store: TripleStore) -> Plan:
+def compile_query(text: str, store: TripleStore, partial: bool = False) -> Plan:
     """Parse (shape-cached) and compile a query against a dataset, within
     `quanta.sparql.bounds`: on a parse thread, under the parse budget (the
-    compiler walks the tree as deep as the parser), a refusal remembered."""
-    return bounded(lambda: Compiler(read(text), store).compile(), text)
+    compiler walks the tree as deep as the parser), a refusal remembered.
+    `partial`: a DISTINCT or a GROUP BY with COUNT(*) the fragment admits
+    (`fragment.tally`) is answered per quantum (`Tally`), for the client to merge."""
+    return bounded(lambda: Compiler(read(text), store, partial=partial).compile(), text)
 
 
 @dataclass
 class Compiler:
     parsed: ParsedQuery
     store: TripleStore
+    partial: bool = False
     names: list[str] = field(default_factory=list)
     slots: dict[RdfTerm, int] = field(default_factory=dict)
 
@@ -62,6 +67,16 @@ class Compiler:
 
     def compile(self) -> Plan:
         query = self.parsed.algebra.algebra
+        shape = self.partial_shape(query)
+        if shape is not None:
+            root = self.pattern(shape.pattern, frozenset()).operator
+            if shape.order is not None:
+                root = TopK(self.ctx, root, [(self.slot(v), desc) for v, desc in shape.order], shape.limit)
+            else:
+                counted = None if shape.count is None else self.slot(shape.count)
+                root = Tally(self.ctx, root, [self.slot(v) for v in shape.variables], counted)
+            head = query.p.p.PV if query.p.name in ("Distinct", "Slice") else query.p.PV
+            return self.plan(root, [self.slot(v) for v in head], SELECT)
         fragment.refuse(self.parsed.refusals)  # once per query shape, by the parser
         node, skip, limit = query.p, 0, None
         if node.name == "Slice":
@@ -77,7 +92,16 @@ class Compiler:
             form, skip, limit, projection = ASK, 0, 1, []
         if skip or limit is not None:
             root = Slice(self.ctx, root, skip, limit)
-        slots = [self.slot(var) for var in projection]
+        return self.plan(root, [self.slot(var) for var in projection], form)
+
+    def partial_shape(self, query: Any) -> fragment.Partial | None:
+        """For a query asked for partial answers, their shape (`fragment.partial`), if it has one."""
+        if not self.partial or query.name != "SelectQuery" or query.datasetClause:
+            return None
+        return fragment.partial(query.p)
+
+    def plan(self, root: Operator, slots: list[int], form: pb.QueryForm) -> Plan:
+        query = self.parsed.algebra.algebra
         self.ctx.width = len(self.names)
         plan = Plan.compiled(self.ctx, root, self.names, slots, form)
         if _nesting(query.p) > CHECKED_NESTING:

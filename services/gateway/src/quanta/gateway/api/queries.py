@@ -75,7 +75,8 @@ async def query(name: str, request: Request) -> Response:
     if task.WhichOneof("input") == "query" and isinstance(outcome, Answered | Failed | ReplyTimeout):
         metrics.QUERIES_STARTED.labels(name).inc()
     if isinstance(outcome, ReplyTimeout):
-        start = Token(Kind.QUERY, name, task.query.encode(), mode, task.graph, elapsed_ms=0)
+        kind = Kind.PARTIAL_QUERY if task.partial else Kind.QUERY
+        start = Token(kind, name, task.query.encode(), mode, task.graph, elapsed_ms=0)
         resume = body.next or services.signer.sign(start)
         raise outcome_problem(outcome, next=resume)
     if not isinstance(outcome, Answered):
@@ -131,6 +132,7 @@ def _input(
         if body.graph and dataset.graph(body.graph) is None:
             raise Problem(ErrorKind.UNKNOWN_GRAPH, f"dataset {dataset.name} has no graph <{body.graph}>")
         task.query = body.query
+        task.partial = body.partial
         task.graph = body.graph or ""
         return MODES[body.plan] if body.plan else 0, 0.0
     try:
@@ -151,4 +153,5 @@ def _input(
         task.plan_ref = token.payload.decode()
     else:
         task.query = token.payload.decode()
+        task.partial = token.kind is Kind.PARTIAL_QUERY
     return MODES[body.plan] if body.plan else token.mode, token.elapsed_ms

@@ -1,0 +1,222 @@
+"""Partial answers per quantum: a DISTINCT, or a GROUP BY with COUNT(*) (`Tally`),
+or an ORDER BY ... LIMIT k (`TopK`), answered quantum by quantum for the client to
+merge. Merged, the answer is pyoxigraph's, however the query was suspended: every
+few steps, when the page fills in the middle of a quantum's rows, when the table fills."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pyoxigraph as ox
+import pytest
+
+from quanta.engine.execute import execute
+from quanta.engine.plan import PARTIAL_FORMAT
+from quanta.engine.storage import TripleStore, open_store
+from quanta.engine.testing import (
+    Row,
+    Solution,
+    as_multiset,
+    oxigraph_solutions,
+    run_in_steps,
+    run_paged,
+    write_hdt,
+)
+from quanta.plan.v1 import plan_pb2 as pb
+from quanta.sparql.errors import UnsupportedQuery
+
+EX = "http://example.org/"
+P = f"PREFIX : <{EX}> "
+INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
+
+QUERIES = {
+    "count all": "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
+    "count a pattern": "SELECT (COUNT(*) AS ?n) WHERE { ?s :knows ?o }",
+    "count a repeated variable": "SELECT (COUNT(*) AS ?n) WHERE { ?x ?p ?x }",
+    "count a join": "SELECT (COUNT(*) AS ?n) WHERE { ?a :knows ?b . ?b :knows ?c }",
+    "count nothing": "SELECT (COUNT(*) AS ?n) WHERE { ?s :nope ?o }",
+    "group by a predicate": "SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p",
+    "group by two, count first": "SELECT (COUNT(*) AS ?n) ?t ?o WHERE { ?s :type ?t . ?s :knows ?o } GROUP BY ?t ?o",
+    "group by a BIND": "SELECT ?d (COUNT(*) AS ?n) WHERE { ?s :age ?a BIND(?a > 25 AS ?d) } GROUP BY ?d",
+    "group by an unbound key": "SELECT ?u (COUNT(*) AS ?n) WHERE { ?s :type ?t OPTIONAL {} } GROUP BY ?u",
+    "group by a union": "SELECT ?t (COUNT(*) AS ?n) WHERE { { ?s :type ?t } UNION { ?s :tag ?t } } GROUP BY ?t",
+    "distinct": "SELECT DISTINCT ?o WHERE { ?s :knows ?o }",
+    "distinct of two": "SELECT DISTINCT ?t ?o WHERE { ?s :type ?t . ?s :knows ?o }",
+    "distinct with a filter": "SELECT DISTINCT ?a WHERE { ?s :age ?a FILTER(?a > 24) }",
+}
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
+    store = open_store(str(write_hdt(small_graph, tmp_path_factory.mktemp("tally"))), name="small")
+    oxi = ox.Store()
+    oxi.load(small_graph.encode(), ox.RdfFormat.N_TRIPLES)
+    return store, oxi
+
+
+def merged(query: str, head: Sequence[str], rows: Sequence[Row]) -> Counter[Solution]:
+    """The answer the client makes of partial rows: counts added per group, rows once."""
+    if "DISTINCT" in query:
+        return Counter(set(as_multiset(list(head), rows)))
+    at = head.index("n")
+    totals: Counter[tuple[str | None, ...]] = Counter()
+    for row in rows:
+        count = row[at]
+        assert count is not None and count.endswith(f"^^<{INTEGER}>")
+        totals[row[:at] + row[at + 1 :]] += int(count[1 : count.index('"', 1)])
+    if not totals and "GROUP BY" not in query:
+        totals[()] = 0  # the implicit group of an empty input
+    out = [(*key[:at], f'"{n}"^^<{INTEGER}>', *key[at:]) for key, n in totals.items()]
+    return as_multiset(list(head), out)
+
+
+def expected(oxi: ox.Store, query: str) -> Counter[Solution]:
+    return oxigraph_solutions(oxi, P + query.replace("OPTIONAL {}", ""))
+
+
+@pytest.mark.parametrize("name", QUERIES)
+@pytest.mark.parametrize("steps", [4, 7, 1_000_000])
+def test_merged_partial_answers_are_the_answer(graph: tuple[TripleStore, ox.Store], name: str, steps: int) -> None:
+    store, oxi = graph
+    query = QUERIES[name].replace("OPTIONAL {}", "")
+    head = execute(store, query=P + query, quantum_seconds=None, partial=True).head
+    rows, quanta = run_in_steps(store, P + query, steps, partial=True)
+    assert merged(query, head, rows) == expected(oxi, query)
+    if steps == 4 and name not in ("count all", "count a pattern", "count nothing"):
+        assert quanta > 1
+
+
+@pytest.mark.parametrize("name", ["group by two, count first", "distinct of two"])
+def test_a_page_full_in_the_middle_of_a_quantums_rows(graph: tuple[TripleStore, ox.Store], name: str) -> None:
+    """The rows not handed on yet are saved in the plan and come in the next pages."""
+    store, oxi = graph
+    query = QUERIES[name]
+    head, rows, _, pages = run_paged(store, P + query, None, max_results=2, partial=True)
+    assert pages > 2
+    assert merged(query, head, rows) == expected(oxi, query)
+
+
+def test_one_quantum_is_the_whole_answer(graph: tuple[TripleStore, ox.Store]) -> None:
+    """Unsuspended, the partial answer needs no merging: one row per group."""
+    store, oxi = graph
+    query = QUERIES["group by a predicate"]
+    page = execute(store, query=P + query, quantum_seconds=None, partial=True)
+    assert page.next is None
+    assert as_multiset(page.head, page.rows) == expected(oxi, query)
+
+
+def test_count_of_a_pattern_takes_one_step(graph: tuple[TripleStore, ox.Store]) -> None:
+    """COUNT(*) of one pattern is HDT's count: one step, not one per triple."""
+    store, _ = graph
+    rows, quanta = run_in_steps(store, P + QUERIES["count all"], 1, partial=True)
+    assert quanta <= 2 and len(rows) == 1
+
+
+def test_saved_in_format_2_and_refused_without_partial(graph: tuple[TripleStore, ox.Store]) -> None:
+    store, _ = graph
+    query = P + QUERIES["distinct of two"]
+    page = execute(store, query=query, quantum_seconds=None, max_results=1, partial=True)
+    assert page.next is not None and pb.SavedPlan.FromString(page.next).format == PARTIAL_FORMAT
+    with pytest.raises(UnsupportedQuery):
+        execute(store, query=query, quantum_seconds=None)
+    for other in (
+        "SELECT DISTINCT ?o WHERE { ?s :knows ?o } LIMIT 3",  # a slice over partial rows: the client's
+        "SELECT ?o (COUNT(?s) AS ?n) WHERE { ?s :knows ?o } GROUP BY ?o",
+        "SELECT (COUNT(*) AS ?n) (COUNT(*) AS ?m) WHERE { ?s :knows ?o }",
+        "SELECT ?o (COUNT(*) AS ?n) WHERE { ?s :knows ?o } GROUP BY ?o HAVING (COUNT(*) > 1)",
+    ):
+        with pytest.raises(UnsupportedQuery):
+            execute(store, query=P + other, quantum_seconds=None, partial=True)
+
+
+def test_more_rows_than_the_table_holds(watdiv_store: TripleStore, watdiv_oxigraph: ox.Store) -> None:
+    """100,000 distinct rows: the table is handed on every TALLY_ROWS, each quantum's rows distinct."""
+    query = "SELECT DISTINCT ?s ?o WHERE { ?s ?p ?o }"
+    head, rows, _, _ = run_paged(watdiv_store, query, 0.005, partial=True)
+    assert Counter(set(as_multiset(head, rows))) == Counter(set(oxigraph_solutions(watdiv_oxigraph, query)))
+
+
+TOP = {
+    "ages": ("SELECT ?s ?a WHERE { ?s :age ?a } ORDER BY ?a LIMIT 4", ["a"]),
+    "names, descending": ("SELECT ?s ?n WHERE { ?s :name ?n } ORDER BY DESC(?n) LIMIT 3", ["n"]),
+    "IRIs, two keys": ("SELECT ?s ?o WHERE { ?s :knows ?o } ORDER BY DESC(?o) ?s LIMIT 5", ["o", "s"]),
+    "unbound first": (
+        "SELECT ?s ?n WHERE { { ?s :type ?t } UNION { ?s :note ?n } } ORDER BY ?n ?s LIMIT 6",
+        ["n", "s"],
+    ),
+    "a join": ("SELECT ?a ?c WHERE { ?a :knows ?b . ?b :knows ?c } ORDER BY ?c DESC(?a) LIMIT 7", ["c", "a"]),
+    "more than there are": ("SELECT ?s WHERE { ?s :tag ?t } ORDER BY ?s LIMIT 100", ["s"]),
+}
+
+
+def solution(head: Sequence[str], row: Row) -> Solution:
+    (sol,) = as_multiset(list(head), [row])
+    return sol
+
+
+def check_top(oxi: ox.Store, query: str, keys: list[str], head: Sequence[str], rows: Sequence[Row]) -> None:
+    """The client's merge, checked: the first k of all rows handed on, in pyoxigraph's order of the whole
+    answer, are the answer's first k (their ORDER BY keys: ties at the cut may be any of the tied rows)."""
+    whole, limit = query.rsplit(" LIMIT ", 1)
+    result = oxi.query(P + whole)
+    assert isinstance(result, ox.QuerySolutions)
+    names = [v.value for v in result.variables]
+    # blank nodes anonymous, as as_multiset makes them
+    reference = [
+        tuple(sorted((n, "_:" if isinstance(s[n], ox.BlankNode) else str(s[n])) for n in names if s[n] is not None))
+        for s in result
+    ]
+    taken: set[int] = set()
+    positions = []
+    for row in rows:  # each row handed on is a solution, at its first place not taken yet
+        sol = solution(head, row)
+        at = next(i for i, ref in enumerate(reference) if ref == sol and i not in taken)
+        taken.add(at)
+        positions.append(at)
+    first = sorted(positions)[: int(limit)]
+
+    def key(sol: Solution) -> list[str | None]:
+        values = dict(sol)
+        return [values.get(k) for k in keys]
+
+    assert [key(reference[i]) for i in first] == [key(ref) for ref in reference[: int(limit)]]
+
+
+@pytest.mark.parametrize("name", TOP)
+@pytest.mark.parametrize("steps", [4, 9, 1_000_000])
+def test_a_quantums_first_k_merge_into_the_first_k(graph: tuple[TripleStore, ox.Store], name: str, steps: int) -> None:
+    store, oxi = graph
+    query, keys = TOP[name]
+    head = execute(store, query=P + query, quantum_seconds=None, partial=True).head
+    rows, quanta = run_in_steps(store, P + query, steps, partial=True)
+    check_top(oxi, query, keys, head, rows)
+    if steps == 4:
+        assert quanta > 1
+
+
+def test_a_top_k_page_full_before_its_rows_are_handed_on(graph: tuple[TripleStore, ox.Store]) -> None:
+    store, oxi = graph
+    query, keys = TOP["IRIs, two keys"]
+    head, rows, _, pages = run_paged(store, P + query, None, max_results=2, partial=True)
+    assert pages == 3 and len(rows) == 5  # one quantum: its 5 rows, over pages of 2
+    check_top(oxi, query, keys, head, rows)
+
+
+def test_terms_this_side_cannot_order_are_handed_on(make_store: Any) -> None:
+    """Decimals, floats and dates have no native key: their rows all come, the integers' first k only."""
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    values = [f'"{i}"^^<{xsd}integer>' for i in range(20)] + [f'"{i}.5"^^<{xsd}decimal>' for i in range(5)]
+    values += [f'"2020-01-0{i}"^^<{xsd}date>' for i in range(1, 4)] + [f'"{i}.25"^^<{xsd}float>' for i in range(3)]
+    text = "".join(f"<{EX}s{i}> <{EX}v> {v} .\n" for i, v in enumerate(values))
+    store = make_store(text)
+    oxi = ox.Store()
+    oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
+    query = "SELECT ?s ?v WHERE { ?s :v ?v FILTER(isNumeric(?v)) } ORDER BY ?v LIMIT 3"
+    page = execute(store, query=P + query, quantum_seconds=None, partial=True)
+    assert page.next is None and len(page.rows) == 3 + 5 + 3  # the integers' first 3, every decimal and float
+    check_top(oxi, query, ["v"], page.head, page.rows)
+    dates = "SELECT ?s ?v WHERE { ?s :v ?v } ORDER BY DESC(?v) LIMIT 2"
+    _, rows, _, _ = run_paged(store, P + dates, None, partial=True)
+    assert sum(r[1].endswith(f"{xsd}date>") for r in rows if r[1]) == 3
