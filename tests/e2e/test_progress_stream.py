@@ -51,7 +51,7 @@ def test_one_event_per_quantum_and_the_rows_between(module_service) -> None:
     quanta = [data for name, data in got if name == "quantum"]
     assert [q["quanta"] for q in quanta] == list(range(1, len(quanta) + 1))
     assert {q["worker"] for q in quanta} <= {"e2e-worker-0", "e2e-worker-1"}
-    assert all(q["status"] == "ok" and q["elapsed_ms"] > 0 for q in quanta)
+    assert all(q["status"] == "ok" and q["elapsed_ms"] > 0 and q["partial"] is False for q in quanta)
     assert len(quanta) == tasks_queued(module_service.redis.url) - before >= 1133 // 40
     rows = [row for name, data in got if name == "results" for row in data]
     plain = httpx.post(f"{module_service.url}/sparql/watdiv", data={"query": LIKES}, timeout=60).json()
@@ -75,6 +75,18 @@ def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:
     assert total >= 1133 // 40 and queued_then < total / 2, (queued_then, total)
     names = [name for name, _ in rest]
     assert names.index("results") > names.index("quantum") and names[-1] == "end"
+
+
+def test_quanta_say_where_an_operator_ran(module_service) -> None:
+    """A GROUP BY shipped to the workers: its quanta say so (`partial`), and its counts add up."""
+    grouped = f"SELECT ?o (COUNT(*) AS ?n) WHERE {{ ?s <{WSDBM}likes> ?o }} GROUP BY ?o"
+    got = run(module_service.url, grouped)
+    quanta = [data for name, data in got if name == "quantum"]
+    assert quanta and all(q["partial"] is True for q in quanta)
+    rows = [row for name, data in got if name == "results" for row in data]
+    every = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }}"
+    plain = httpx.post(f"{module_service.url}/sparql/watdiv", data={"query": every}, timeout=60).json()
+    assert sum(int(row["n"]["value"]) for row in rows) == len(plain["results"]["bindings"]) > 1000
 
 
 def test_graphs_and_booleans(module_service) -> None:

@@ -150,3 +150,21 @@ def test_an_expression_ordered_by_is_computed_in_the_piece(transport: LocalTrans
     assert isinstance(result, ox.QuerySolutions)
     expected = [tuple(str(s[v]) for v in head) for s in result]
     assert [tuple(nt_term(t) for t in row) for row in rows] == expected
+
+
+def test_quanta_client_stats_say_where_an_operator_ran(
+    transport: LocalTransport, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`quanta client --stats`: each request of a shipped GROUP BY is marked `partial`, a plain one not."""
+    from quanta.client.cli import _stats
+
+    async def go(query: str) -> None:
+        execution = await SmartClient(transport, on_request=_stats).prepare(P + query, "watdiv")
+        _ = [row async for row in execution.solutions()]
+
+    asyncio.run(go("SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p"))
+    shipped = capsys.readouterr().err.splitlines()
+    asyncio.run(go("SELECT ?s WHERE { ?s wsdbm:likes ?o }"))
+    plain = capsys.readouterr().err.splitlines()
+    assert len(shipped) > 1 and all(line.startswith("query ok partial ") for line in shipped)
+    assert plain and all(line.startswith("query ok ") and " partial " not in line for line in plain)

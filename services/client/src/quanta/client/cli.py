@@ -100,4 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stats(event: RequestEvent) -> None:
     stats = json.dumps(dict(event.stats), separators=(",", ":"))
-    print(f"{event.name} {event.status} {event.elapsed_s * 1000:.1f} ms {event.bytes} B {stats}", file=sys.stderr)
+    shipped = " partial" if event.request is not None and event.request.partial else ""  # an operator ran there
+    print(
+        f"{event.name} {event.status}{shipped} {event.elapsed_s * 1000:.1f} ms {event.bytes} B {stats}", file=sys.stderr
+    )

@@ -4,7 +4,7 @@ query page (docs/web.md) or any client that wants to watch a query run.
 
     event: head     data: {"form":"select","vars":["s","o"]}
     event: quantum  data: {"quanta":12,"status":"ok","worker":"w-1","results":40,"quantum_ms":2.1,"elapsed_ms":180.4,
-                           "progress":0.31,"eta_ms":398.2}
+                           "progress":0.31,"eta_ms":398.2,"partial":false}
     event: results  data: [{"s":{"type":"uri","value":"..."},...},...]    (SPARQL JSON bindings)
     event: boolean  data: true                                           (ASK)
     event: end      data: {"quanta":130,"elapsed_ms":2301.5}
@@ -93,6 +93,8 @@ class Progress:
             "quanta": self.quanta, "status": event.status, "worker": stats.get("worker"),
             "results": stats.get("results"), "quantum_ms": stats.get("quantum_ms"), "elapsed_ms": self.elapsed_ms(),
             "progress": fraction, "eta_ms": eta_ms,
+            # the piece's GROUP BY, DISTINCT or top-k ran on the worker (partial answers)
+            "partial": event.request is not None and event.request.partial,
         }  # fmt: skip
         self.out.row(Quantum(json.dumps(data, separators=(",", ":"))))
 
