@@ -1,10 +1,13 @@
 """Shared by the benchmark scripts: the machine they ran on, the marked block of
-docs/benchmarks.md each of them owns, percentiles, `quanta up` on this machine, and a
-bare load generator for the preemptive API."""
+docs/benchmarks.md each of them owns, percentiles, `quanta up` on this machine, a
+bare load generator for the preemptive API, and one query run to its end by the smart
+client (`run_client`)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import hashlib
 import http.client
 import importlib.metadata
 import json
@@ -192,3 +195,36 @@ def take_next() -> int:
         index: int = _next_query.value
         _next_query.value += 1
     return index
+
+
+async def run_client(url: str, query: str, timeout_s: float, **options: Any) -> dict[str, Any]:
+    """`query` run to its end by the smart client over `/v1` (`options`: SmartClient's): its
+    requests (retries included), bytes of the page bodies, rows, a digest of the multiset of
+    rows (a sum of their hashes, in any order), seconds and retried requests; over
+    `timeout_s`, the requests and rows so far. A QueryError is the caller's."""
+    from quanta.client import HttpTransport, RequestEvent, SmartClient
+
+    events: list[RequestEvent] = []
+    transport = HttpTransport(url, timeout=900)
+    client = SmartClient(transport, on_request=events.append, **options)
+    started = time.perf_counter()
+    execution = await client.prepare(query, "watdiv")
+    digest = rows = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for row in execution.solutions():
+                digest = (digest + int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest())) % 2**64
+                rows += 1
+    except TimeoutError:
+        await execution.aclose()
+        return {"timeout_s": timeout_s, "requests": len(events), "rows": rows}
+    finally:
+        transport.close()
+    return {
+        "requests": len(events),
+        "bytes": sum(e.bytes for e in events),
+        "rows": rows,
+        "digest": f"{digest:016x}",
+        "seconds": round(time.perf_counter() - started, 3),
+        "retried": sum(e.status != "ok" for e in events),
+    }

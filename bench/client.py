@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import statistics
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.client import Budgets, HttpTransport, RequestEvent, SmartClient
+from quanta.client import Budgets
 from quanta.client.workloads import optional_variant
 from quanta.engine.storage import open_store
 from quanta.engine.testing import shared_dir
@@ -87,36 +85,6 @@ def template(name: str) -> str:
     return name.split("_")[0] if not name.startswith("ST-") else name[:6]
 
 
-async def run_one(url: str, query: str, strategy: str, block: int, timeout_s: float) -> dict[str, Any]:
-    events: list[RequestEvent] = []
-    transport = HttpTransport(url, timeout=900)
-    client = SmartClient(transport, budgets=Budgets(block_size=block), optional=strategy, on_request=events.append)
-    started = time.perf_counter()
-    execution = await client.prepare(query, "watdiv")
-    digest = 0  # of the multiset of rows: a sum of their hashes, in any order
-    rows = 0
-    try:
-        async with asyncio.timeout(timeout_s):
-            async for row in execution.solutions():
-                digest = (digest + int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest())) % 2**64
-                rows += 1
-    except TimeoutError:
-        await execution.aclose()
-        return {"timeout_s": timeout_s, "requests": len(events), "rows": rows}
-    finally:
-        transport.close()
-    elapsed = time.perf_counter() - started
-    failed = [e.status for e in events if e.status != "ok"]
-    return {
-        "requests": len(events),
-        "bytes": sum(e.bytes for e in events),
-        "rows": rows,
-        "digest": f"{digest:016x}",
-        "seconds": round(elapsed, 3),
-        "retried": len(failed),
-    }
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="10m", choices=["100k", "1m", "10m"])
@@ -145,7 +113,8 @@ def main() -> int:
                 if name in timed_out:
                     continue
                 for label, strategy in STRATEGIES.items():
-                    result = asyncio.run(run_one(url, query, strategy, args.block, args.timeout))
+                    options = {"budgets": Budgets(block_size=args.block), "optional": strategy}
+                    result = asyncio.run(benchlib.run_client(url, query, args.timeout, **options))
                     runs[f"{label}@{quantum:g}"][name] = result
                     print(f"{quantum:g} ms {label:12} {name:6} {result}", file=sys.stderr)
                     if "timeout_s" in result:

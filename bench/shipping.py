@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import http.client
 import json
 import os
@@ -29,9 +28,6 @@ from urllib.parse import urlencode, urlsplit
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.client import SmartClient
-from quanta.client.http import HttpTransport
-from quanta.client.requester import RequestEvent
 from quanta.client.transport import QueryError
 from quanta.engine.testing import shared_dir
 
@@ -68,31 +64,11 @@ QUERIES = {
 
 
 async def client_run(url: str, query: str, ship: bool, timeout_s: float) -> dict[str, Any]:
-    events: list[RequestEvent] = []
-    transport = HttpTransport(url, timeout=900)
-    client = SmartClient(transport, on_request=events.append, ship=ship)
-    started = time.perf_counter()
-    execution = await client.prepare(query, "watdiv")
-    digest = rows = 0  # the multiset of rows: a sum of their hashes, in any order
+    """The smart client's run, shipping or not; a refusal is a figure too."""
     try:
-        async with asyncio.timeout(timeout_s):
-            async for row in execution.solutions():
-                digest = (digest + int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest())) % 2**64
-                rows += 1
-    except TimeoutError:
-        await execution.aclose()
-        return {"timeout_s": timeout_s, "requests": len(events)}
-    except QueryError as error:  # refused: the figure to report
+        return await benchlib.run_client(url, query, timeout_s, ship=ship)
+    except QueryError as error:
         return {"error": error.kind.slug, "status": error.kind.status, "message": error.message}
-    finally:
-        transport.close()
-    return {
-        "seconds": round(time.perf_counter() - started, 3),
-        "requests": len(events),
-        "bytes": sum(e.bytes for e in events),
-        "rows": rows,
-        "digest": f"{digest:016x}",
-    }
 
 
 def endpoint_run(url: str, query: str, timeout_s: float) -> dict[str, Any]:

@@ -69,3 +69,12 @@ def small_graph() -> str:
     lines.append(f"_:b1 <{ex}knows> <{ex}s1> .")
     lines.append(f'_:b1 <{ex}note> "blank" .')
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def small_stores(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
+    """`small_graph` as an HDT file opened by the engine, and in pyoxigraph."""
+    store = open_store(str(write_hdt(small_graph, tmp_path_factory.mktemp("small"))), name="small")
+    reference = ox.Store()
+    reference.load(small_graph.encode(), ox.RdfFormat.N_TRIPLES)
+    return store, reference

@@ -14,7 +14,7 @@ import pytest
 
 from quanta.engine.execute import execute
 from quanta.engine.plan import PARTIAL_FORMAT
-from quanta.engine.storage import TripleStore, open_store
+from quanta.engine.storage import TripleStore
 from quanta.engine.testing import (
     Row,
     Solution,
@@ -22,7 +22,6 @@ from quanta.engine.testing import (
     oxigraph_solutions,
     run_in_steps,
     run_paged,
-    write_hdt,
 )
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import UnsupportedQuery
@@ -48,14 +47,6 @@ QUERIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
-    store = open_store(str(write_hdt(small_graph, tmp_path_factory.mktemp("tally"))), name="small")
-    oxi = ox.Store()
-    oxi.load(small_graph.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, oxi
-
-
 def merged(query: str, head: Sequence[str], rows: Sequence[Row]) -> Counter[Solution]:
     """The answer the client makes of partial rows: counts added per group, rows once."""
     if "DISTINCT" in query:
@@ -78,8 +69,10 @@ def expected(oxi: ox.Store, query: str) -> Counter[Solution]:
 
 @pytest.mark.parametrize("name", QUERIES)
 @pytest.mark.parametrize("steps", [4, 7, 1_000_000])
-def test_merged_partial_answers_are_the_answer(graph: tuple[TripleStore, ox.Store], name: str, steps: int) -> None:
-    store, oxi = graph
+def test_merged_partial_answers_are_the_answer(
+    small_stores: tuple[TripleStore, ox.Store], name: str, steps: int
+) -> None:
+    store, oxi = small_stores
     query = QUERIES[name].replace("OPTIONAL {}", "")
     head = execute(store, query=P + query, quantum_seconds=None, partial=True).head
     rows, quanta = run_in_steps(store, P + query, steps, partial=True)
@@ -89,33 +82,33 @@ def test_merged_partial_answers_are_the_answer(graph: tuple[TripleStore, ox.Stor
 
 
 @pytest.mark.parametrize("name", ["group by two, count first", "distinct of two"])
-def test_a_page_full_in_the_middle_of_a_quantums_rows(graph: tuple[TripleStore, ox.Store], name: str) -> None:
+def test_a_page_full_in_the_middle_of_a_quantums_rows(small_stores: tuple[TripleStore, ox.Store], name: str) -> None:
     """The rows not handed on yet are saved in the plan and come in the next pages."""
-    store, oxi = graph
+    store, oxi = small_stores
     query = QUERIES[name]
     head, rows, _, pages = run_paged(store, P + query, None, max_results=2, partial=True)
     assert pages > 2
     assert merged(query, head, rows) == expected(oxi, query)
 
 
-def test_one_quantum_is_the_whole_answer(graph: tuple[TripleStore, ox.Store]) -> None:
+def test_one_quantum_is_the_whole_answer(small_stores: tuple[TripleStore, ox.Store]) -> None:
     """Unsuspended, the partial answer needs no merging: one row per group."""
-    store, oxi = graph
+    store, oxi = small_stores
     query = QUERIES["group by a predicate"]
     page = execute(store, query=P + query, quantum_seconds=None, partial=True)
     assert page.next is None
     assert as_multiset(page.head, page.rows) == expected(oxi, query)
 
 
-def test_count_of_a_pattern_takes_one_step(graph: tuple[TripleStore, ox.Store]) -> None:
+def test_count_of_a_pattern_takes_one_step(small_stores: tuple[TripleStore, ox.Store]) -> None:
     """COUNT(*) of one pattern is HDT's count: one step, not one per triple."""
-    store, _ = graph
+    store, _ = small_stores
     rows, quanta = run_in_steps(store, P + QUERIES["count all"], 1, partial=True)
     assert quanta <= 2 and len(rows) == 1
 
 
-def test_saved_in_format_2_and_refused_without_partial(graph: tuple[TripleStore, ox.Store]) -> None:
-    store, _ = graph
+def test_saved_in_format_2_and_refused_without_partial(small_stores: tuple[TripleStore, ox.Store]) -> None:
+    store, _ = small_stores
     query = P + QUERIES["distinct of two"]
     page = execute(store, query=query, quantum_seconds=None, max_results=1, partial=True)
     assert page.next is not None and pb.SavedPlan.FromString(page.next).format == PARTIAL_FORMAT
@@ -186,8 +179,10 @@ def check_top(oxi: ox.Store, query: str, keys: list[str], head: Sequence[str], r
 
 @pytest.mark.parametrize("name", TOP)
 @pytest.mark.parametrize("steps", [4, 9, 1_000_000])
-def test_a_quantums_first_k_merge_into_the_first_k(graph: tuple[TripleStore, ox.Store], name: str, steps: int) -> None:
-    store, oxi = graph
+def test_a_quantums_first_k_merge_into_the_first_k(
+    small_stores: tuple[TripleStore, ox.Store], name: str, steps: int
+) -> None:
+    store, oxi = small_stores
     query, keys = TOP[name]
     head = execute(store, query=P + query, quantum_seconds=None, partial=True).head
     rows, quanta = run_in_steps(store, P + query, steps, partial=True)
@@ -196,8 +191,8 @@ def test_a_quantums_first_k_merge_into_the_first_k(graph: tuple[TripleStore, ox.
         assert quanta > 1
 
 
-def test_a_top_k_page_full_before_its_rows_are_handed_on(graph: tuple[TripleStore, ox.Store]) -> None:
-    store, oxi = graph
+def test_a_top_k_page_full_before_its_rows_are_handed_on(small_stores: tuple[TripleStore, ox.Store]) -> None:
+    store, oxi = small_stores
     query, keys = TOP["IRIs, two keys"]
     head, rows, _, pages = run_paged(store, P + query, None, max_results=2, partial=True)
     assert pages == 3 and len(rows) == 5  # one quantum: its 5 rows, over pages of 2

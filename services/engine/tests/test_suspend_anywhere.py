@@ -8,8 +8,8 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.sparql.compile import compile_query
-from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import as_multiset, oxigraph_rows, oxigraph_solutions, run_suspended_at, steps_of, write_hdt
+from quanta.engine.storage import TripleStore
+from quanta.engine.testing import as_multiset, oxigraph_rows, oxigraph_solutions, run_suspended_at, steps_of
 from quanta.plan.v1 import plan_pb2 as pb
 
 EX = "http://example.org/"
@@ -46,18 +46,9 @@ QUERIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
-    text = small_graph
-    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("small"))), name="small")
-    oxi = ox.Store()
-    oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, oxi
-
-
 @pytest.mark.parametrize("name", QUERIES)
-def test_suspended_at_every_step(graph: tuple[TripleStore, ox.Store], name: str) -> None:
-    store, oxi = graph
+def test_suspended_at_every_step(small_stores: tuple[TripleStore, ox.Store], name: str) -> None:
+    store, oxi = small_stores
     query = P + QUERIES[name]
     reference, steps = steps_of(store, query)
     plan = compile_query(query, store)
@@ -77,8 +68,8 @@ def test_suspended_at_every_step(graph: tuple[TripleStore, ox.Store], name: str)
         assert run_suspended_at(store, query, n) == reference, f"suspended after {n} of {steps} steps"
 
 
-def test_merge_join_is_planned(graph: tuple[TripleStore, ox.Store]) -> None:
+def test_merge_join_is_planned(small_stores: tuple[TripleStore, ox.Store]) -> None:
     """The merge-join case above really runs a merge join."""
-    store, _ = graph
+    store, _ = small_stores
     plan = compile_query(P + QUERIES["merge join"], store)
     assert pb.PhysicalPlan.FromString(plan.description).root.WhichOneof("op") == "merge_join"

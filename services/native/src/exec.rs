@@ -322,6 +322,53 @@ enum Node {
     TopK(Box<TopK>),
 }
 
+/// The rows a partial-answer operator (`TopK`, `Tally`) hands on before it
+/// reads its input again, and whether its input's quantum ended while it
+/// gathered them: hand them on, then expire. The rows not handed on yet are
+/// state (saved, loaded); `expired` is not (a new quantum starts afresh).
+struct HandOn<T> {
+    rows: Vec<T>,
+    next: usize,
+    expired: bool,
+}
+
+impl<T> HandOn<T> {
+    fn new() -> Self {
+        HandOn {
+            rows: Vec::new(),
+            next: 0,
+            expired: false,
+        }
+    }
+
+    /// The next row to hand on; None once every one was (and the quantum
+    /// goes on), Expired once every one was and it had ended.
+    fn next(&mut self) -> Result<Option<&T>, Expired> {
+        if self.next < self.rows.len() {
+            self.next += 1;
+            return Ok(Some(&self.rows[self.next - 1]));
+        }
+        self.rows.clear();
+        self.next = 0;
+        if std::mem::take(&mut self.expired) {
+            return Err(Expired);
+        }
+        Ok(None)
+    }
+
+    /// The rows still to hand on (what a saved plan holds).
+    fn left(&self) -> &[T] {
+        &self.rows[self.next..]
+    }
+
+    /// Hand on `rows` from the start (a loaded state), nothing pending.
+    fn load(&mut self, rows: Vec<T>) {
+        self.rows = rows;
+        self.next = 0;
+        self.expired = false;
+    }
+}
+
 /// A quantum's ORDER BY ... LIMIT k: the input's rows ordered by `keys`,
 /// of which it keeps the first `k` while the quantum lasts and hands them on
 /// when it ends (or the input does), for the client to merge with the other
@@ -340,25 +387,16 @@ struct TopK {
     /// full: the last row only moves up, so their rows never enter (a
     /// repeated id is not decoded again)
     beaten: HashSet<i64, BuildHasherDefault<IdHasher>>,
-    out: Vec<Vec<i64>>,
-    next_out: usize,
-    expired: bool,
+    out: HandOn<Vec<i64>>,
     row: Vec<i64>,
 }
 
 impl TopK {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         loop {
-            if let Some(row) = self.out.get(self.next_out) {
-                self.next_out += 1;
+            if let Some(row) = self.out.next()? {
                 out.copy_from_slice(row);
                 return Ok(true);
-            }
-            self.out.clear();
-            self.next_out = 0;
-            if self.expired {
-                self.expired = false;
-                return Err(Expired);
             }
             match self.input.next(cx, mu, &mut self.row) {
                 Ok(true) if self.beaten.contains(&self.row[self.slots[0]]) => {}
@@ -372,8 +410,10 @@ impl TopK {
                 Ok(false) if self.kept.is_empty() => return Ok(false),
                 Err(Expired) if self.kept.is_empty() => return Err(Expired),
                 end => {
-                    self.expired = end.is_err();
-                    self.out.extend(self.kept.drain(..).map(|(_, row)| row));
+                    self.out.expired = end.is_err();
+                    self.out
+                        .rows
+                        .extend(self.kept.drain(..).map(|(_, row)| row));
                     self.beaten.clear();
                 }
             }
@@ -464,19 +504,15 @@ struct Tally {
     /// each distinct row: (its place in first-seen order, its count)
     table: HashMap<Vec<i64>, (usize, u64), BuildHasherDefault<IdHasher>>,
     key: Vec<i64>,
-    /// rows to hand on (key, count), from `next_out`
-    out: Vec<(Vec<i64>, u64)>,
-    next_out: usize,
-    /// the input expired while the table filled: hand on, then expire
-    expired: bool,
+    /// rows to hand on: (key, count)
+    out: HandOn<(Vec<i64>, u64)>,
     row: Vec<i64>,
 }
 
 impl Tally {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         loop {
-            if let Some((key, n)) = self.out.get(self.next_out) {
-                self.next_out += 1;
+            if let Some((key, n)) = self.out.next()? {
                 out.copy_from_slice(mu);
                 for (&slot, &v) in self.slots.iter().zip(key) {
                     out[slot] = v;
@@ -489,12 +525,6 @@ impl Tally {
                         .unwrap_or(0);
                 }
                 return Ok(true);
-            }
-            self.out.clear();
-            self.next_out = 0;
-            if self.expired {
-                self.expired = false;
-                return Err(Expired);
             }
             if !self.fill(cx, mu)? {
                 return Ok(false);
@@ -529,7 +559,7 @@ impl Tally {
                     if self.table.is_empty() {
                         return Err(Expired);
                     }
-                    self.expired = true;
+                    self.out.expired = true;
                     break;
                 }
             }
@@ -537,8 +567,9 @@ impl Tally {
         let mut rows: Vec<_> = self.table.drain().collect();
         rows.sort_unstable_by_key(|(_, (place, _))| *place); // first seen, first handed on
         self.out
+            .rows
             .extend(rows.into_iter().map(|(key, (_, n))| (key, n)));
-        Ok(!(done && self.out.is_empty()))
+        Ok(!(done && self.out.rows.is_empty()))
     }
 
     /// COUNT(*) of one triple pattern, no key: HDT's exact count of what is
@@ -568,7 +599,7 @@ impl Tally {
         cx.budget.step()?;
         let left = total - scan.offset;
         scan.offset = total;
-        self.out.push((Vec::new(), left));
+        self.out.rows.push((Vec::new(), left));
         Ok(true)
     }
 }
@@ -802,9 +833,7 @@ impl Node {
                 k,
                 kept: Vec::new(),
                 beaten: HashSet::default(),
-                out: Vec::new(),
-                next_out: 0,
-                expired: false,
+                out: HandOn::new(),
                 row: vec![0; width],
             })),
             Spec::Tally {
@@ -817,9 +846,7 @@ impl Node {
                 count,
                 table: HashMap::default(),
                 key: Vec::new(),
-                out: Vec::new(),
-                next_out: 0,
-                expired: false,
+                out: HandOn::new(),
                 row: vec![0; width],
             })),
         }
@@ -970,17 +997,13 @@ impl Node {
             Node::Tally(tally) => {
                 tally.input.reset();
                 tally.table.clear();
-                tally.out.clear();
-                tally.next_out = 0;
-                tally.expired = false;
+                tally.out.load(Vec::new());
             }
             Node::TopK(top) => {
                 top.input.reset();
                 top.kept.clear();
                 top.beaten.clear();
-                top.out.clear();
-                top.next_out = 0;
-                top.expired = false;
+                top.out.load(Vec::new());
             }
         }
     }
@@ -1006,11 +1029,11 @@ impl Node {
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.restart(),
             Node::Tally(tally) => {
                 tally.input.restart();
-                tally.expired = false; // the rows left to hand on are state: kept
+                tally.out.expired = false; // the rows left to hand on are state: kept
             }
             Node::TopK(top) => {
                 top.input.restart();
-                top.expired = false;
+                top.out.expired = false;
             }
         }
     }
@@ -1047,7 +1070,7 @@ impl Node {
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.save(out, foreign),
             Node::Tally(tally) => {
-                let left = &tally.out[tally.next_out..];
+                let left = tally.out.left();
                 out.push(left.len() as i64);
                 for (key, n) in left {
                     for &v in key {
@@ -1062,7 +1085,7 @@ impl Node {
             }
             Node::TopK(top) => {
                 // rows kept are handed on before a quantum ends: none is kept here
-                let left = &top.out[top.next_out..];
+                let left = top.out.left();
                 out.push(left.len() as i64);
                 for row in left {
                     save_mapping(true, row, out, foreign);
@@ -1184,8 +1207,7 @@ impl Node {
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.load(r)?,
             Node::Tally(tally) => {
                 let n = r.count(Some(TALLY_ROWS as u64))?;
-                tally.out.clear();
-                tally.next_out = 0;
+                let mut rows = Vec::with_capacity(n as usize);
                 for _ in 0..n {
                     let mut key = Vec::with_capacity(tally.slots.len());
                     for _ in 0..tally.slots.len() {
@@ -1196,23 +1218,24 @@ impl Node {
                     if count == 0 {
                         return Err("tally: a row counted 0 times".into());
                     }
-                    tally.out.push((key, count));
+                    rows.push((key, count));
                 }
+                tally.out.load(rows);
                 tally.input.load(r)?;
             }
             Node::TopK(top) => {
                 let n = r.count(Some(top.k as u64))?;
                 top.kept.clear();
                 top.beaten.clear();
-                top.out.clear();
-                top.next_out = 0;
+                let mut rows = Vec::with_capacity(n as usize);
                 for _ in 0..n {
                     let mut row = vec![0; top.row.len()];
                     if !r.mapping(&mut row)? {
                         return Err("top-k: a row to hand on that is none".into());
                     }
-                    top.out.push(row);
+                    rows.push(row);
                 }
+                top.out.load(rows);
                 top.input.load(r)?;
             }
         }
