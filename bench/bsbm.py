@@ -61,6 +61,7 @@ SYSTEMS = ("quanta", "fuseki", "oxigraph", "virtuoso")
 USECASES = {"explore": "usecases/explore/sparql.txt", "bi": "usecases/businessIntelligence/sparql.txt"}
 USECASE_TITLE = {"explore": "Explore", "bi": "Business intelligence"}
 GRAPH = "http://bsbm.example/"  # Virtuoso's graph for the data (a query without FROM reads every graph)
+QUALDUMP = REPO / "bench" / "QualDump.java"  # prints a qualification file as text (tests/bsbm's too)
 # the driver's messages for a query that failed (it goes on with the next)
 DRIVER_ERRORS = re.compile(r"Received error code|Query execution error|Could not connect|Could not read result")
 
@@ -616,12 +617,9 @@ class Driver:
         }
 
     def dump(self, qual: Path) -> list[dict[str, Any]]:
-        """The results a qualification file holds (a Java object stream, read by QualDump)."""
-        source = WORK / "QualDump.java"
-        if not source.exists() or source.read_text() != QUALDUMP:
-            source.write_text(QUALDUMP)
+        """The results a qualification file holds (a Java object stream, read by bench/QualDump.java)."""
         out = qual.with_suffix(".txt")
-        self.java(str(source), str(qual), str(out))
+        self.java(str(QUALDUMP), str(qual), str(out))
         results: list[dict[str, Any]] = []
 
         def unescape(text: str) -> str:
@@ -649,50 +647,6 @@ class Driver:
             elif kind == "V":
                 results[-1]["rows"].append(unescape(rest))
         return results
-
-
-# Prints a qualification file (Java serialization of the driver's QueryResult objects) as text lines:
-# R run query sorted timed-out, Q the query, H each head variable, V each row (an unsorted result's
-# rows once per occurrence); backslash, tab and newline escaped. Run as a single-file source program.
-QUALDUMP = r"""import java.io.*;
-import java.lang.reflect.Field;
-import java.util.*;
-
-public class QualDump {
-    static String esc(Object o) {
-        return String.valueOf(o).replace("\\", "\\\\").replace("\t", "\\t")
-            .replace("\n", "\\n").replace("\r", "\\r");
-    }
-
-    static Object get(Object o, String name) throws Exception {
-        Field f = o.getClass().getDeclaredField(name);
-        f.setAccessible(true);
-        return f.get(o);
-    }
-
-    public static void main(String[] args) throws Exception {
-        try (ObjectInputStream in = new ObjectInputStream(new BufferedInputStream(new FileInputStream(args[0])));
-             PrintStream out = new PrintStream(
-                 new BufferedOutputStream(new FileOutputStream(args[1])), false, "UTF-8")) {
-            in.readInt(); in.readLong(); in.readInt(); in.readInt(); in.readObject(); in.readObject();
-            while (true) {
-                Object r;
-                try { r = in.readObject(); } catch (EOFException end) { break; }
-                out.println("R\t" + get(r, "run") + "\t" + get(r, "queryNr") + "\t" + get(r, "sorted") + "\t"
-                    + get(r, "hasTimedOut"));
-                out.println("Q\t" + esc(get(r, "queryText")));
-                Object head = get(r, "headList");
-                if (head != null) for (Object h : (List<?>) head) out.println("H\t" + esc(h));
-                Object list = get(r, "resultList");
-                Object hash = get(r, "resultHash");
-                if (list != null) for (Object v : (List<?>) list) out.println("V\t" + esc(v));
-                if (hash != null) for (Map.Entry<?, ?> e : ((Map<?, ?>) hash).entrySet())
-                    for (int i = 0; i < (Integer) e.getValue(); i++) out.println("V\t" + esc(e.getKey()));
-            }
-        }
-    }
-}
-"""
 
 
 def parse_result(xml: Path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+QUALDUMP = REPO / "bench" / "QualDump.java"  # prints a qualification file as text (bench/bsbm.py's too)
 REFERENCE = HERE / "reference"
 BSBM_VERSION = os.environ.get("QUANTA_BSBM_VERSION", "3.1.10")  # as scripts/bsbm.sh reads it
 JENA_VERSION = os.environ.get("QUANTA_JENA_VERSION", "5.2.0")  # as scripts/jena.sh reads it
@@ -196,9 +197,9 @@ class Bsbm:
                 comparison.order_only[query] = reordered[query]
 
     def dump(self, qual: Path, out: Path) -> list[Result]:
-        """The results a qualification file holds, read by QualDump.java."""
+        """The results a qualification file holds, read by bench/QualDump.java."""
         subprocess.run(
-            ["java", "-cp", f"{self.lib}/*", str(HERE / "QualDump.java"), str(qual), str(out)],
+            ["java", "-cp", f"{self.lib}/*", str(QUALDUMP), str(qual), str(out)],
             check=True,
             capture_output=True,
             timeout=120,

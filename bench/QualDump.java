@@ -1,7 +1,7 @@
 // Prints a BSBM qualification file (Java serialization of the driver's QueryResult objects) as text
 // lines: R run query sorted timed-out, Q the query, H each head variable, V each row (an unsorted
 // result's rows once per occurrence); backslash, tab and newline escaped. A single-file source
-// program (`java QualDump.java FILE.qual OUT.txt`); the same as bench/bsbm.py's QUALDUMP.
+// program (`java QualDump.java FILE.qual OUT.txt`), run by bench/bsbm.py and tests/bsbm.
 import java.io.*;
 import java.lang.reflect.Field;
 import java.util.*;
