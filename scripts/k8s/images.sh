@@ -89,7 +89,10 @@ app() {
       --build-arg UV_IMAGE="$UV_IMAGE" --build-arg NODE_IMAGE="$NODE_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust -f "$root/services/$role/Dockerfile" "$root"
     log "quanta-$role:$TAG built in $((SECONDS - start)) s"
   done
-  docker image prune -f >/dev/null  # the previous builds' images, now untagged
+  # The previous builds' images, now untagged, once a day old. Not all of them: the classic builder
+  # keeps the layers of a Dockerfile's earlier stages (the native wheel, the venvs) as untagged
+  # images, and they are the next build's cache.
+  docker image prune -f --filter until=24h >/dev/null
 }
 
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(base helpers app)
