@@ -66,6 +66,12 @@ def small_graph() -> str:
         if i % 4 == 0:
             lines.append(f'{s} <{ex}note> "n{i}" .')
             lines.append(f"{s} <{ex}self> {s} .")
+    # scores equal in value to ages, written otherwise (FILTER(?age = ?score) holds, sameTerm does not)
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    lines.append(f'<{ex}s0> <{ex}score> "25"^^<{xsd}decimal> .')
+    lines.append(f'<{ex}s2> <{ex}score> "22"^^<{xsd}integer> .')
+    lines.append(f'<{ex}s3> <{ex}score> "x" .')
+    lines.append(f"<{ex}s4> <{ex}score> <{ex}s5> .")
     lines.append(f"_:b1 <{ex}knows> <{ex}s1> .")
     lines.append(f'_:b1 <{ex}note> "blank" .')
     return "\n".join(lines) + "\n"

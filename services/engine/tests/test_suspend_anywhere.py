@@ -40,6 +40,12 @@ QUERIES = {
     "ask true": "ASK { ?s :knows ?o . ?o :note ?n }",
     "ask false": "ASK { ?s :knows :nobody }",
     "blank nodes": "SELECT * WHERE { ?b :knows :s1 . ?b :note ?n }",
+    "equal terms": "SELECT * WHERE { ?a :knows ?b . ?c :type ?t FILTER(?b = ?c) FILTER(?c != :s1) }",
+    "equal values": "SELECT * WHERE { ?s :age ?a . ?t :score ?b FILTER(?a = ?b) }",
+    "equal blank nodes": "SELECT * WHERE { ?x :knows ?y . ?z :note ?n FILTER(?z = ?x) }",
+    "same terms": "SELECT * WHERE { ?s :score ?a . ?t :knows ?b FILTER(sameTerm(?a, ?b)) }",
+    "equal, twice": "SELECT * WHERE { ?a :knows ?b . ?c :knows ?d . ?d :age ?x . ?e :score ?y "
+    "FILTER(?b = ?c && true) FILTER(?b = ?c) FILTER(?x = ?y) }",
     "projection": "SELECT ?o WHERE { ?s :knows ?o . ?s :type :T1 }",
     "empty group": "SELECT * WHERE { }",
     "absent constant": "SELECT * WHERE { ?s :nope ?o }",
@@ -73,3 +79,17 @@ def test_merge_join_is_planned(small_stores: tuple[TripleStore, ox.Store]) -> No
     store, _ = small_stores
     plan = compile_query(P + QUERIES["merge join"], store)
     assert pb.PhysicalPlan.FromString(plan.description).root.WhichOneof("op") == "merge_join"
+
+
+@pytest.mark.parametrize(("name", "root"), [("equal terms", "union"), ("same terms", "extend")])
+def test_an_equality_of_two_variables_is_planned_as_a_join(
+    small_stores: tuple[TripleStore, ox.Store], name: str, root: str
+) -> None:
+    """FILTER(?b = ?c) over two patterns is a join on ?b (with literals apart), not their product
+    filtered: far fewer steps than the product's rows."""
+    store, _ = small_stores
+    plan = compile_query(P + QUERIES[name], store)
+    assert pb.PhysicalPlan.FromString(plan.description).root.WhichOneof("op") == root
+    product = len(steps_of(store, P + QUERIES[name].replace("FILTER(", "FILTER(true || ")[:])[0])
+    _, steps = steps_of(store, P + QUERIES[name])
+    assert steps < product / 2, (steps, product)

@@ -28,6 +28,8 @@ from quanta.sparql.syntax import BlankTerm, PathInverse, PathSequence, PropertyP
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import from_term
 
+Triple = tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]
+
 
 def compile_query(text: str, store: TripleStore, partial: bool = False) -> Plan:
     """Parse (shape-cached) and compile a query against a dataset, within
@@ -149,7 +151,7 @@ class Compiler:
         (placed by the planner as soon as their variables are bound)."""
         parts: list[Any] = []
         filters: list[tuple[pb.Expr, frozenset[int]]] = []
-        triples: list[tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]] = []
+        triples: list[Triple] = []
         stack = [node]
         while stack:
             n = stack.pop()
@@ -159,10 +161,25 @@ class Compiler:
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
                 if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
-                    filters.append(self.expression(n))
+                    filters += _conjuncts(self.expression(n)[0])
                 stack.append(n.p)
             else:
                 parts.append(n)
+        return self.join_group(triples, filters, parts, bound)
+
+    def join_group(
+        self,
+        triples: list[Triple],
+        filters: list[tuple[pb.Expr, frozenset[int]]],
+        parts: list[Any],
+        bound: frozenset[int],
+        start: int = 0,
+    ) -> Component:
+        """The group's join; an equality of two of its variables (from `filters[start]` on) is
+        a join on one of them (`equated`)."""
+        equality = self.equality(triples, filters, parts, bound, start)
+        if equality is not None:
+            return self.equated(triples, filters, parts, bound, *equality)
         # every part is compiled (its variables get their slots) even when a constant the data lacks empties the group
         components = [self.triple(t) for t in triples]
         subpatterns = [self.pattern(p, bound) for p in parts]
@@ -173,9 +190,74 @@ class Compiler:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
 
-    def expand_path(
-        self, triple: tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]
-    ) -> list[tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]]:
+    def equality(
+        self,
+        triples: list[Triple],
+        filters: list[tuple[pb.Expr, frozenset[int]]],
+        parts: list[Any],
+        bound: frozenset[int],
+        start: int,
+    ) -> tuple[int, int, int] | None:
+        """The first FILTER(?a = ?b) or FILTER(sameTerm(?a, ?b)) from `start` on whose two
+        variables the group's triple patterns bind and nothing else does (no sub-pattern, no
+        outer binding): its position, and the slots of ?a and ?b."""
+        in_triples = {self.slot(t) for triple in triples for t in triple if isinstance(t, Var | BlankTerm)}
+        elsewhere = set(bound) | {self.slot(v) for p in parts for v in in_scope(p)}
+        for index in range(start, len(filters)):
+            call = filters[index][0].call
+            if call.function not in (pb.FUNCTION_EQ, pb.FUNCTION_SAME_TERM) or len(call.args) != 2:
+                continue
+            if not all(arg.WhichOneof("kind") == "variable" for arg in call.args):
+                continue
+            a, b = (arg.variable for arg in call.args)
+            if a != b and {a, b} <= in_triples and not {a, b} & elsewhere:
+                return index, a, b
+        return None
+
+    def equated(
+        self,
+        triples: list[Triple],
+        filters: list[tuple[pb.Expr, frozenset[int]]],
+        parts: list[Any],
+        bound: frozenset[int],
+        index: int,
+        a: int,
+        b: int,
+    ) -> Component:
+        """A join on ?a instead of a product of the patterns filtered by ?a = ?b (BSBM's business
+        intelligence query 2). Where ?a is an IRI or a blank node, ?a = ?b holds exactly when ?b
+        is the same term: the patterns with ?b written ?a, then ?b bound to ?a's value. sameTerm
+        needs no more; for `=`, two different literals may still be equal in value (1 and 1.0), so
+        the group as it was, with both variables held to literals, is the other branch of a UNION."""
+        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+
+        var_a, var_b = (next(v for v, s in self.slots.items() if s == slot) for slot in (a, b))
+        same_term = filters[index][0].call.function == pb.FUNCTION_SAME_TERM
+        rest = [(_renamed(e, b, a), frozenset(a if s == b else s for s in needs)) for e, needs in filters]
+        if same_term:
+            del rest[index]
+        else:
+            rest[index] = (_call(pb.FUNCTION_NOT, _call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=a))), frozenset({a}))
+        renamed = [_renamed_triple(triple, var_b, var_a) for triple in triples]
+        joined = self.join_group(renamed, rest, parts, bound, index + same_term)
+        same = Component(
+            Extend(self.ctx, joined.operator, b, pb.Expr(variable=a)),
+            joined.estimate,
+            joined.variables | {b},
+            joined.certain | {b},
+        )
+        if same_term:
+            return same
+        literals = [(_call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=s)), frozenset({s})) for s in (a, b)]
+        other = self.join_group(triples, filters + literals, parts, bound, index + 1)
+        return Component(
+            Union(self.ctx, [same.operator, other.operator]),
+            same.estimate + other.estimate,
+            same.variables | other.variables,
+            same.certain & other.certain,
+        )
+
+    def expand_path(self, triple: Triple) -> list[Triple]:
         """Sequence (p/q) and inverse (^p) paths are chains of triple
         patterns (the other paths are the client's)."""
         s, path, o = triple
@@ -191,7 +273,7 @@ class Compiler:
             return out + self.expand_path((s, path.args[-1], o))
         return [triple]
 
-    def triple(self, triple: tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]) -> Component | None:
+    def triple(self, triple: Triple) -> Component | None:
         """A scan, or None when a constant is not in the data (no match)."""
         codes = []
         constants = []
@@ -283,6 +365,37 @@ def _nesting(node: Any) -> int:
         elif isinstance(value, list | tuple):
             stack.extend((v, depth) for v in value if not isinstance(v, str))
     return deepest
+
+
+def _conjuncts(expr: pb.Expr) -> list[tuple[pb.Expr, frozenset[int]]]:
+    """FILTER(A && B) as FILTER(A) FILTER(B), each with the slots it reads: a mapping passes both
+    exactly when A && B is true, and each is placed as soon as its own variables are bound."""
+    from quanta.sparql import expressions
+
+    if expr.WhichOneof("kind") == "call" and expr.call.function == pb.FUNCTION_AND:
+        return [c for arg in expr.call.args for c in _conjuncts(arg)]
+    return [(expr, frozenset(expressions.variables(expr)))]
+
+
+def _call(function: pb.Function, *args: pb.Expr) -> pb.Expr:
+    return pb.Expr(call=pb.Call(function=function, args=args))
+
+
+def _renamed_triple(triple: Triple, old: RdfTerm, new: RdfTerm) -> Triple:
+    s, p, o = triple
+    return (new if s == old else s, new if p == old else p, new if o == old else o)
+
+
+def _renamed(expr: pb.Expr, old: int, new: int) -> pb.Expr:
+    """A copy of `expr` that reads slot `new` where it read `old`."""
+    kind = expr.WhichOneof("kind")
+    if kind == "variable":
+        return pb.Expr(variable=new) if expr.variable == old else expr
+    if kind == "call":
+        call = pb.Call(function=expr.call.function, iri=expr.call.iri)
+        call.args.extend(_renamed(arg, old, new) for arg in expr.call.args)
+        return pb.Expr(call=call)
+    return expr
 
 
 def _union_branches(node: Any) -> list[Any]:
