@@ -120,6 +120,21 @@ def test_a_group_past_the_memory_budget_is_refused_no_more() -> None:
     assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
 
 
+def test_a_piece_sends_back_only_what_is_used_outside_it(transport: LocalTransport) -> None:
+    """Under a GROUP BY the client runs (MIN beside SUM: not shipped), the piece projects the
+    key and the arguments, not the review it joins through; a subquery's ?v is not the outer ?v
+    (SPARQL's scoping), so the two do not join on it."""
+    grouped = P + f"SELECT ?u (SUM(xsd:integer(?r)) AS ?s) (MIN(?r) AS ?lo) WHERE {{ {RATED} }} GROUP BY ?u"
+    head, rows, execution = run(transport, grouped)
+    (remote,) = remotes(execution.plan.root)
+    selected = remote.text.split(" WHERE")[0].split()[1:]
+    assert len(selected) == 2 and "?u" in selected, remote.text  # the rating and ?u, not the review
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), grouped)
+    scoped = P + ("SELECT ?v ?n WHERE { ?v rev:rating '1' { SELECT (COUNT(?v) AS ?n) WHERE { ?v rev:rating ?r } } }")
+    head, rows, _ = run(transport, scoped)
+    assert rows and as_multiset(head, rows) == oxigraph_solutions(reference_store(), scoped)
+
+
 TOP = {
     "IRIs": "SELECT ?u ?p WHERE { ?u wsdbm:likes ?p } ORDER BY ?p ?u LIMIT 10",
     "descending, an offset": "SELECT ?u ?p WHERE { ?u wsdbm:likes ?p } ORDER BY DESC(?p) ?u LIMIT 5 OFFSET 20",

@@ -147,6 +147,7 @@ class Lit:
 
 
 Value = Iri | Blank | Lit
+Number = int | Decimal | float
 
 
 def to_float32(x: float) -> float:
@@ -229,9 +230,13 @@ def boolean(b: bool) -> Lit:
 
 
 def integer(i: int) -> Lit:
+    return Lit(str(_bounded(i)), None, XSD_INTEGER, INTEGER, i)
+
+
+def _bounded(i: int) -> int:
     if i.bit_length() > MAX_INTEGER_BITS:
         raise ExpressionLimit(f"an integer of more than {MAX_INTEGER_BITS} bits (about 4,200 digits)")
-    return Lit(str(i), None, XSD_INTEGER, INTEGER, i)
+    return i
 
 
 def decimal(d: Decimal) -> Lit:
@@ -352,14 +357,17 @@ def same_term(a: Value, b: Value) -> bool:
 
 def promote(a: Lit, b: Lit) -> tuple[int, object, object]:
     """Both numeric operands in their common type (XPath type promotion)."""
-    kind = max(a.kind, b.kind)
-    x, y = a.val, b.val
+    return _promote(a.kind, a.val, b.kind, b.val)  # type: ignore[arg-type]
+
+
+def _promote(ka: int, x: Number, kb: int, y: Number) -> tuple[int, object, object]:
+    kind = max(ka, kb)
     if kind >= FLOAT:
-        x, y = _float(x), _float(y)  # type: ignore[arg-type]
+        x, y = _float(x), _float(y)
         if kind == FLOAT:
             x, y = to_float32(x), to_float32(y)
     elif kind == DECIMAL:
-        x, y = Decimal(x), Decimal(y)  # type: ignore[arg-type]
+        x, y = Decimal(x), Decimal(y)
     return kind, x, y
 
 
@@ -435,22 +443,31 @@ def arithmetic(op: str, a: Value, b: Value) -> Lit:
     integer division gives a decimal."""
     if type(a) is not Lit or type(b) is not Lit or not (INTEGER <= a.kind <= DOUBLE and INTEGER <= b.kind <= DOUBLE):
         raise ExprError("arithmetic on non-numeric operands")
-    kind, x, y = promote(a, b)
+    return numeric(*compute(op, a.kind, a.val, b.kind, b.val))  # type: ignore[arg-type]
+
+
+def compute(op: str, ka: int, x: Number, kb: int, y: Number) -> tuple[int, Number]:
+    """`arithmetic` on two numbers given by kind and value: the result's kind and value,
+    rounded as that kind is (its literal is `numeric(kind, value)`, written only when
+    needed: a running SUM adds values, not literals)."""
+    kind, x, y = _promote(ka, x, kb, y)  # type: ignore[assignment]
     if kind >= FLOAT:
         if op == "/":
-            return numeric(kind, _float_divide(x, y))  # type: ignore[arg-type]
-        return numeric(kind, x + y if op == "+" else x - y if op == "-" else x * y)  # type: ignore[operator]
+            result: Number = _float_divide(x, y)  # type: ignore[arg-type]
+        else:
+            result = x + y if op == "+" else x - y if op == "-" else x * y  # type: ignore[operator]
+        return kind, to_float32(result) if kind == FLOAT else result  # type: ignore[arg-type]
     if op == "/":
         if y == 0:
             raise ExprError("division by zero")
-        return decimal(_truncate(DECIMALS.divide(Decimal(x), Decimal(y))))  # type: ignore[arg-type]
+        return DECIMAL, _truncate(DECIMALS.divide(Decimal(x), Decimal(y)))
     if kind == INTEGER:
-        return integer(x + y if op == "+" else x - y if op == "-" else x * y)  # type: ignore[operator]
+        return kind, _bounded(x + y if op == "+" else x - y if op == "-" else x * y)  # type: ignore[operator, arg-type]
     if op == "+":
-        return decimal(DECIMALS.add(x, y))  # type: ignore[arg-type]
+        return kind, DECIMALS.add(x, y)  # type: ignore[arg-type]
     if op == "-":
-        return decimal(DECIMALS.subtract(x, y))  # type: ignore[arg-type]
-    return decimal(_truncate(DECIMALS.multiply(x, y)))  # type: ignore[arg-type]
+        return kind, DECIMALS.subtract(x, y)  # type: ignore[arg-type]
+    return kind, _truncate(DECIMALS.multiply(x, y))  # type: ignore[arg-type]
 
 
 def _truncate(d: Decimal) -> Decimal:

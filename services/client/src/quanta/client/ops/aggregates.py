@@ -24,9 +24,11 @@ from quanta.sparql.expr_values import (
     XSD_STRING,
     ExprError,
     Lit,
-    arithmetic,
+    Number,
+    compute,
     integer,
     make_literal,
+    numeric,
     too_long,
 )
 from quanta.sparql.terms import literal, split_literal
@@ -71,7 +73,7 @@ class State:
         self.count = 0
         self.error = False
         self.value: str | None = None  # MIN, MAX, SAMPLE
-        self.total: Lit | None = None  # SUM, AVG
+        self.total: tuple[int, Number] | None = None  # SUM, AVG: the kind and value (`compute`)
         self.parts: list[str] = []  # GROUP_CONCAT
         self.chars = 0  # GROUP_CONCAT's length so far: a literal like any other (MAX_LITERAL_CHARS)
         self.seen: set[Any] | None = set() if agg.distinct else None
@@ -122,9 +124,9 @@ class State:
                     raise ExprError("not a number")
                 if v.kind not in NUMBERS:
                     raise ExprError("not a number")
-                if times > 1:
-                    v = arithmetic("*", v, integer(times))
-                self.total = v if self.total is None else arithmetic("+", self.total, v)
+                number: Number = v.val  # type: ignore[assignment]  # a numeric literal's value
+                added = (v.kind, number) if times == 1 else compute("*", v.kind, number, INTEGER, times)
+                self.total = added if self.total is None else compute("+", *self.total, *added)
             except (ExprError, ArithmeticError, ValueError):
                 self.error = True
         elif kind == "GroupConcat":
@@ -147,12 +149,12 @@ class State:
         if kind in ("Min", "Max", "Sample"):
             return self.value
         if kind == "Sum":
-            return value_term(self.total) if self.total is not None else value_term(integer(0))
+            return value_term(numeric(*self.total)) if self.total is not None else value_term(integer(0))
         if kind == "Avg":
             if self.total is None:
                 return value_term(integer(0))
             try:
-                return value_term(arithmetic("/", self.total, integer(self.count)))
+                return value_term(numeric(*compute("/", *self.total, INTEGER, self.count)))
             except (ExprError, ArithmeticError, ValueError):
                 return None
         if kind == "GroupConcat":

@@ -27,6 +27,11 @@ from quanta.sparql.terms import literal
 XSD_DOUBLE = "http://www.w3.org/2001/XMLSchema#double"
 TABLE_LIMIT = 100_000  # terms a table holds before it is replaced
 TABLE_CHARS = 4 << 20  # or characters (a computed term may have a million: MAX_LITERAL_CHARS)
+# Results kept per expression, by the values it reads: they repeat (a score, a price, a type),
+# and the planner has turned what is not a function of them (RAND, UUID, BNODE) into hidden
+# variables. Keys longer than MEMO_KEY_CHARS are not kept, so the memo holds at most a few MB.
+MEMO_ENTRIES = 4096
+MEMO_KEY_CHARS = 512
 
 
 class _Scope:
@@ -51,6 +56,8 @@ class ClientExpr:
 
     def __init__(self, expr: Any, slot_of: Callable[[Var], int | None], shape: Shape, base: str | None) -> None:
         self.expr, self.slot_of, self.shape, self.base = expr, slot_of, shape, base
+        self._tests: dict[tuple[str | None, ...], bool] = {}
+        self._values: dict[tuple[str | None, ...], str | None] = {}
         self._compile()
 
     def _compile(self) -> None:
@@ -72,13 +79,31 @@ class ClientExpr:
         return tuple(ids)
 
     def test(self, row: Row) -> bool:
-        mapping = self._mapping(row)  # first: it may replace the table, and the compiled expression with it
-        return self._test(mapping)
+        key = tuple(row[s] for s in self.reads)
+        passed = self._tests.get(key)
+        if passed is None:
+            mapping = self._mapping(row)  # first: it may replace the table, and the compiled expression with it
+            passed = self._test(mapping)
+            self._memo(self._tests, key, passed)
+        return passed
 
     def value(self, row: Row) -> str | None:
-        mapping = self._mapping(row)
+        key = tuple(row[s] for s in self.reads)
+        if key in self._values:
+            return self._values[key]
+        mapping = self._mapping(row)  # first, as in `test`
         gid = self._value(mapping)
-        return self.table.string(gid) if gid else None
+        value = self.table.string(gid) if gid else None
+        self._memo(self._values, key, value)
+        return value
+
+    @staticmethod
+    def _memo(memo: dict[tuple[str | None, ...], Any], key: tuple[str | None, ...], result: Any) -> None:
+        if sum(len(term) for term in key if term is not None) > MEMO_KEY_CHARS:
+            return
+        if len(memo) >= MEMO_ENTRIES:
+            memo.clear()
+        memo[key] = result
 
 
 class Filter(Op):

@@ -31,6 +31,8 @@ def rewrite(value: Any, change: Rewrite) -> Any:
         return [rewrite(v, change) for v in value]
     if isinstance(value, tuple):
         return tuple(rewrite(v, change) for v in value)
+    if isinstance(value, dict):  # a VALUES row: variables to terms
+        return {rewrite(k, change): rewrite(v, change) for k, v in value.items()}
     return value
 
 
@@ -111,30 +113,31 @@ def certain(node: Any) -> set[Var]:
 
 
 class Prepass:
-    """Blank nodes of patterns become hidden variables (one per label), and
-    the paths the server does not evaluate become algebra; counts in how
-    many leaves (BGPs, closures) each variable occurs, and notes those named
-    anywhere else (projections, expressions, VALUES, GRAPH...): a variable
-    of one leaf that nothing else names need not come back from the server."""
+    """Blank nodes of patterns become hidden variables (one per label), the variables a
+    subquery does not project become fresh variables of their own (SPARQL's scoping: they
+    are not the outer query's variables of the same name), and the paths the server does
+    not evaluate become algebra; then counts the uses of each variable (`uses`), for the
+    planner to leave out of a piece the variables used nowhere else (`Planner.projection`)."""
 
     def __init__(self, fresh: Callable[[str], Var]) -> None:
         self.fresh = fresh
         self.blanks: dict[BlankTerm, Var] = {}
         self.hidden: set[Var] = set()
-        self.leaves: Counter[Var] = Counter()
-        self.mentioned: set[Var] = set()
-        self.every = False  # COUNT(DISTINCT *) tells solutions apart by all their variables
-
-    @property
-    def droppable(self) -> set[Var]:
-        if self.every:
-            return set()
-        return {v for v, n in self.leaves.items() if n <= 1 and v not in self.mentioned}
+        self.uses: Counter[Var] = Counter()
 
     def run(self, algebra: Any) -> Any:
         out = rewrite(algebra, self._change)
-        self._count(out)
+        self.uses = count_uses(out)
         return out
+
+    @staticmethod
+    def counts_all(algebra: Any) -> bool:
+        """Whether the query has a COUNT(DISTINCT *), which tells solutions apart by all
+        their variables: then a piece leaves none out."""
+        return any(
+            isinstance(node, AlgebraNode) and member(node, "vars") == "*" and bool(member(node, "distinct"))
+            for node in _nodes(algebra)
+        )
 
     def hide(self, hint: str) -> Var:
         var = self.fresh(hint)
@@ -157,27 +160,48 @@ class Prepass:
             return expand_bgp(triples, self.hide)
         if isinstance(node, PropertyPath) or (isinstance(node, AlgebraNode) and node.name == "ServiceGraphPattern"):
             return node  # a SERVICE pattern is sent as written
+        if isinstance(node, AlgebraNode) and node.name == "Project":
+            inner = rewrite(node.p, self._change)
+            # and not those of a SERVICE pattern, which goes as written
+            services = [n for n in _nodes(inner) if n.name == "ServiceGraphPattern"]
+            shown = set(all_variables(node.PV)) | set(all_variables(services))
+            # fresh, not hidden: a COUNT(DISTINCT *) of the subquery tells solutions apart by them
+            local = {v: self.fresh(str(v)) for v in dict.fromkeys(all_variables(inner)) if v not in shown | self.hidden}
+            if local:
+                inner = rewrite(inner, lambda value: local.get(value) if isinstance(value, Var) else None)
+            return copy_node(node, p=inner)
         return None
 
-    def _count(self, value: Any) -> None:
+
+def count_uses(value: Any) -> Counter[Var]:
+    """How many times each variable is used in a tree: once per leaf (BGP, closure) it occurs
+    in, once per other mention (projections, expressions, VALUES, GRAPH...)."""
+    counted: Counter[Var] = Counter()
+    stack = [value]
+    while stack:
+        value = stack.pop()
         if isinstance(value, AlgebraNode):
             if value.name in ("BGP", "PathClosure"):
-                for var in set(maybe(value)):
-                    self.leaves[var] += 1
+                counted.update(set(maybe(value)))
                 if value.name == "PathClosure":
-                    self._count(value.path)
-                return
-            if value.name.startswith("Aggregate_") and member(value, "vars") == "*" and member(value, "distinct"):
-                self.every = True
-            for key, v in value.items():
-                if not key.startswith("_"):
-                    self._count(v)
+                    stack.append(value.path)
+                continue
+            stack.extend(v for key, v in value.items() if not key.startswith("_"))
         elif isinstance(value, list | tuple):
-            for v in value:
-                self._count(v)
+            stack.extend(value)
         elif isinstance(value, dict):
-            for k, v in value.items():
-                self._count(k)
-                self._count(v)
+            stack.extend([*value.keys(), *value.values()])
         elif isinstance(value, Var):
-            self.mentioned.add(value)
+            counted[value] += 1
+    return counted
+
+
+def _nodes(value: Any) -> Iterator[AlgebraNode]:
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, AlgebraNode):
+            yield value
+            stack.extend(v for key, v in value.items() if not key.startswith("_"))
+        elif isinstance(value, list | tuple):
+            stack.extend(value)

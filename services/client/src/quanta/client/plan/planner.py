@@ -22,6 +22,7 @@ A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,7 +42,7 @@ from quanta.client.ops.order import OrderBy
 from quanta.client.ops.paths import End, PathJoin, Steps
 from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources
 from quanta.client.ops.service import ServiceCall, ServiceJoin
-from quanta.client.plan.algebra import certain, copy_node, maybe, member, rewrite
+from quanta.client.plan.algebra import certain, copy_node, count_uses, maybe, member, rewrite
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.plan.serialize import Writer
 from quanta.client.transport import QueryError
@@ -80,7 +81,7 @@ class Planner:
     budgets: Budgets
     services: set[str]
     hidden: set[Var]  # variables of the plan's own (never shown: SELECT *, COUNT(DISTINCT *))
-    droppable: set[Var]  # hidden variables of one leaf alone (never projected by a piece)
+    uses: Counter[Var] | None  # the query's uses of each variable (`algebra.uses`); None: keep all
     base: str | None
     now: str
     prologue: str
@@ -106,9 +107,15 @@ class Planner:
     # -- server pieces --
 
     def projection(self, node: Any) -> list[Var]:
-        """What a piece projects: its variables, but the hidden ones used in it alone."""
-        variables = [v for v in maybe(node) if v not in self.droppable]
-        return sorted(variables, key=str)
+        """What a piece projects: its variables, but those used in it alone (nothing else
+        reads them: their values need not come back, and the rows' multiplicities stay)."""
+        variables = sorted(maybe(node), key=str)
+        if self.uses is not None:
+            inside = count_uses(node)
+            # variables the planner made (a path's steps) are not counted: they stay; and one
+            # stays (a query projects something: `SELECT *` would send them all back)
+            return [v for v in variables if not 0 < self.uses[v] <= inside[v]] or variables[:1]
+        return variables
 
     def piece(
         self,

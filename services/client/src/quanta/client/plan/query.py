@@ -92,8 +92,9 @@ def _plan(
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
     pattern = prepass.run(algebra.p) if algebra.p is not None else None
-    prepass.mentioned |= set(all_variables([member(algebra, "template"), member(algebra, "PV")]))
-    droppable = prepass.droppable
+    # the answer's variables (and a CONSTRUCT template's) are used by the answer
+    prepass.uses.update(all_variables([member(algebra, "template"), member(algebra, "PV")]))
+    uses = None if Prepass.counts_all(algebra) else prepass.uses
     planner = Planner(
         slots=slots,
         sources=sources,
@@ -101,7 +102,7 @@ def _plan(
         budgets=context.budgets,
         services=set(context.services),
         hidden=set(prepass.hidden),
-        droppable=droppable,
+        uses=uses,
         base=query.base,
         now=context.now,
         prologue=query.prologue,
