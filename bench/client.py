@@ -41,7 +41,7 @@ WATDIV = Path(os.environ.get("QUANTA_WATDIV", shared_dir() / "datasets" / "watdi
 RESULTS = REPO / "bench" / "results" / "client.json"
 DOCS = REPO / "docs" / "benchmarks.md"
 IMAGE = REPO / "docs" / "img" / "client.png"
-STRATEGIES = {"BindLeftJoin": "bind", "OptJoin": "auto"}
+STRATEGIES = {"LeftJoin": "server", "BindLeftJoin": "bind", "OptJoin": "auto"}
 
 
 def counter(path: Path) -> Any:

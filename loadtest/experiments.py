@@ -262,7 +262,7 @@ def requests_per_query(args: argparse.Namespace) -> None:
     ):
         for mix in ("basic", "optional"):
             for name, s in up.items():
-                for strategy in ("auto", "bind") if mix == "optional" and s.user == "QuantaUser" else ("",):
+                for strategy in ("server", "auto", "bind") if mix == "optional" and s.user == "QuantaUser" else ("",):
                     label = f"{name}-{mix}{'-' + strategy if strategy else ''}"
                     options = ["--workload", mix, "--rounds", "1" if args.quick else "0", "--passes", "1"]
                     options += ["--optional", strategy] if strategy else []

@@ -78,7 +78,7 @@ def transport() -> LocalTransport:
                           max_results=PAGE_RESULTS)  # fmt: skip
 
 
-async def run(transport: LocalTransport, query: str, optional: str = "auto") -> tuple[str, list[str], list[Row]]:
+async def run(transport: LocalTransport, query: str, optional: str = "server") -> tuple[str, list[str], list[Row]]:
     client = SmartClient(transport, budgets=BUDGETS, optional=optional)
     execution = await client.prepare(query, "watdiv")
     if execution.form == "ask":
@@ -148,8 +148,9 @@ def test_every_variant_is_generated() -> None:
 @pytest.mark.parametrize(("name", "query"), VARIANTS)
 def test_variants_give_pyoxigraphs_answers(name: str, query: str, reference: ox.Store, transport) -> None:
     check(reference, query, *asyncio.run(run(transport, query)))
-    if name == "optional":  # BindLeftJoin gives the same answers as OptJoin
-        check(reference, query, *asyncio.run(run(transport, query, optional="bind")))
+    if name == "optional":  # the workers' LeftJoin, OptJoin and BindLeftJoin give the same answers
+        for optional in ("auto", "bind"):
+            check(reference, query, *asyncio.run(run(transport, query, optional=optional)))
 
 
 @pytest.mark.parametrize("name", sorted(PATHS))

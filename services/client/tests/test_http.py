@@ -50,7 +50,7 @@ def test_a_page_is_read_into_terms(scripted: Script) -> None:
 def test_problems_become_error_kinds_with_their_members(scripted: Script) -> None:
     server = scripted(
         problem("syntax-error", 400, line=3, column=7, detail="Expected SelectQuery"),
-        problem("unsupported-operator", 422, operator="OPTIONAL"),
+        problem("unsupported-operator", 422, operator="MINUS"),
         problem("reply-timeout", 504, next="resume", retry_after=1),
     )
     transport = HttpTransport(server.url)
@@ -60,7 +60,7 @@ def test_problems_become_error_kinds_with_their_members(scripted: Script) -> Non
             asyncio.run(transport.run(SubRequest("d", query="Q")))
         errors.append(raised.value)
     assert (errors[0].kind, errors[0].line, errors[0].column) == (ErrorKind.SYNTAX_ERROR, 3, 7)
-    assert (errors[1].kind, errors[1].operator) == (ErrorKind.UNSUPPORTED_OPERATOR, "OPTIONAL")
+    assert (errors[1].kind, errors[1].operator) == (ErrorKind.UNSUPPORTED_OPERATOR, "MINUS")
     assert (errors[2].kind, errors[2].next, errors[2].retry_after_s) == (ErrorKind.REPLY_TIMEOUT, "resume", 1.0)
 
 

@@ -22,7 +22,6 @@ def test_constants_with_escapes_round_trip(make_store) -> None:
 
 
 REFUSED = {
-    "OPTIONAL": "SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z } }",
     "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { ?o :q ?z } }",
     "DISTINCT": "SELECT DISTINCT ?s WHERE { ?s :p ?o }",
     "ORDER BY": "SELECT ?s WHERE { ?s :p ?o } ORDER BY ?s",

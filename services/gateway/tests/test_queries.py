@@ -102,8 +102,8 @@ def test_request_overrides_mode_and_dataset_default(settings, serve, consumer) -
     [
         (queue_pb2.Error(kind="syntax-error", message="unexpected '}'", line=3, column=14), 400, "syntax-error",
          {"line": 3, "column": 14}),
-        (queue_pb2.Error(kind="unsupported-operator", message="OPTIONAL ...", operator="OPTIONAL"), 422,
-         "unsupported-operator", {"operator": "OPTIONAL"}),
+        (queue_pb2.Error(kind="unsupported-operator", message="MINUS ...", operator="MINUS"), 422,
+         "unsupported-operator", {"operator": "MINUS"}),
         (queue_pb2.Error(kind="plan-expired", message="gone"), 410, "plan-expired", {}),
         (queue_pb2.Error(kind="dataset-mismatch", message="other build"), 409, "dataset-mismatch", {}),
         (queue_pb2.Error(kind="invalid-plan", message="bad state"), 400, "invalid-plan", {}),

@@ -251,8 +251,9 @@ pub enum Spec {
         rows: u64,
     },
     Union(Vec<Spec>),
-    /// an index loop join: `right` runs under each left mapping
-    Join(Box<Spec>, Box<Spec>),
+    /// an index loop join: `right` runs under each left mapping; with the
+    /// slots the left side may bind, OPTIONAL (a left join)
+    Join(Box<Spec>, Box<Spec>, Option<Vec<usize>>),
     /// a merge join of a left input sorted on `key` with a scan of `?key p o`
     Merge {
         left: Box<Spec>,
@@ -614,7 +615,8 @@ struct Slice {
 }
 
 /// For each mapping of `left`, `right` under its bindings. State: the left
-/// mapping `right` runs for, the left's state, the right's.
+/// mapping `right` runs for, (OPTIONAL) whether `right` gave a row for it,
+/// the left's state, the right's.
 struct IndexJoin {
     left: Node,
     right: Node,
@@ -623,6 +625,46 @@ struct IndexJoin {
     left_row: Vec<i64>,
     /// inside a run of `right` (a restarted join is, when it has a mapping)
     in_right: bool,
+    optional: Option<Optional>,
+}
+
+/// OPTIONAL { right }: each left mapping once with each compatible row of
+/// `right`, or alone when there is none. `right` runs under the bindings of the
+/// left side's own variables only, its rows then checked against the others
+/// (bound by an outer join): under those too, a row of `right` that disagrees
+/// with them would hide the left mapping alone, which the left join gives
+/// before the outer join drops the row that disagrees.
+struct Optional {
+    /// per slot, whether the left side may bind it
+    left: Vec<bool>,
+    /// the current left mapping restricted to those slots: what `right` runs under
+    under: Vec<i64>,
+    /// whether `right` gave a row for the current left mapping
+    matched: bool,
+}
+
+impl Optional {
+    fn restrict(&mut self, current: &[i64]) {
+        for ((under, &value), &own) in self.under.iter_mut().zip(current).zip(&self.left) {
+            *under = if own { value } else { 0 };
+        }
+    }
+
+    /// A row of `right` with the other bindings of `current` added; false when it
+    /// disagrees with one.
+    fn complete(&self, current: &[i64], out: &mut [i64]) -> bool {
+        for ((cell, &value), &own) in out.iter_mut().zip(current).zip(&self.left) {
+            if own || value == 0 {
+                continue;
+            }
+            if *cell == 0 {
+                *cell = value;
+            } else if *cell != value {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// Joins a left input sorted on `key` with a scan of `?key p o`, sorted on
@@ -762,9 +804,18 @@ impl Node {
                     .collect(),
                 active: 0,
             },
-            Spec::Join(left, right) => {
+            Spec::Join(left, right, optional) => {
                 let left = Node::build(*left, width, terms, numbers);
                 let right = Node::build(*right, width, terms, numbers);
+                let optional = optional.map(|slots| {
+                    let mut left = vec![false; width];
+                    slots.into_iter().for_each(|s| left[s] = true);
+                    Optional {
+                        left,
+                        under: vec![0; width],
+                        matched: false,
+                    }
+                });
                 Node::Join(Box::new(IndexJoin {
                     left,
                     right,
@@ -772,6 +823,7 @@ impl Node {
                     has_current: false,
                     left_row: vec![0; width],
                     in_right: false,
+                    optional,
                 }))
             }
             Spec::Merge { left, right, key } => Node::Merge(Box::new(MergeJoin {
@@ -979,6 +1031,10 @@ impl Node {
                 join.has_current = false;
                 join.current.fill(0);
                 join.in_right = false;
+                if let Some(optional) = &mut join.optional {
+                    optional.matched = false;
+                    optional.under.fill(0);
+                }
             }
             Node::Merge(join) => {
                 join.left.reset();
@@ -1020,6 +1076,9 @@ impl Node {
                 join.left.restart();
                 join.right.restart();
                 join.in_right = join.has_current;
+                if let Some(optional) = &mut join.optional {
+                    optional.restrict(&join.current);
+                }
             }
             Node::Merge(join) => {
                 join.left.restart();
@@ -1054,6 +1113,9 @@ impl Node {
             }
             Node::Join(join) => {
                 save_mapping(join.has_current, &join.current, out, foreign);
+                if let Some(optional) = &join.optional {
+                    out.push(optional.matched as i64);
+                }
                 join.left.save(out, foreign);
                 join.right.save(out, foreign);
             }
@@ -1183,6 +1245,10 @@ impl Node {
             }
             Node::Join(join) => {
                 join.has_current = r.mapping(&mut join.current)?;
+                if let Some(optional) = &mut join.optional {
+                    optional.matched = r.count(Some(1))? == 1;
+                    optional.restrict(&join.current);
+                }
                 join.left.load(r)?;
                 join.right.load(r)?;
             }
@@ -1247,10 +1313,25 @@ impl IndexJoin {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         loop {
             if self.in_right {
-                if self.right.next(cx, &self.current, out)? {
-                    return Ok(true);
+                let Some(optional) = &mut self.optional else {
+                    if self.right.next(cx, &self.current, out)? {
+                        return Ok(true);
+                    }
+                    self.in_right = false;
+                    continue;
+                };
+                while self.right.next(cx, &optional.under, out)? {
+                    optional.matched = true;
+                    if optional.complete(&self.current, out) {
+                        return Ok(true);
+                    }
                 }
                 self.in_right = false;
+                if !optional.matched {
+                    optional.matched = true; // handed on: not again after a restart
+                    out.copy_from_slice(&self.current);
+                    return Ok(true);
+                }
             }
             // the next left mapping (current keeps the old one until then)
             let found = self.left.next(cx, mu, &mut self.left_row)?;
@@ -1261,6 +1342,10 @@ impl IndexJoin {
                 &mut self.has_current,
             ) {
                 return Ok(false);
+            }
+            if let Some(optional) = &mut self.optional {
+                optional.matched = false;
+                optional.restrict(&self.current);
             }
             self.right.reset();
             self.in_right = true;

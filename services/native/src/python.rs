@@ -124,7 +124,8 @@ impl NativeHdt {
     /// A plan to run natively (see `Pipeline`), described by nested tuples:
     /// `("scan", pattern)` (a pattern: three codes, `id << 1` or `slot << 1 |
     /// 1`), `("values", slots, cells, rows)`, `("union", [plan, ..])`,
-    /// `("join", left, right)` (index loop join), `("merge", left, pattern,
+    /// `("join", left, right)` (index loop join), `("optional", left, right,
+    /// slots the left side may bind)` (its OPTIONAL), `("merge", left, pattern,
     /// key slot)`, `("slice", input, offset, limit or None)`, `("tally", input,
     /// slots, count slot or None)`, `("topk", input, [(slot, descending)], k)`, `("filter",
     /// input, atoms, condition, test)` and `("extend", input, slot, value,
@@ -821,7 +822,22 @@ fn plan_spec(
         ),
         "join" => {
             let left = input(undecided)?;
-            Spec::Join(left, Box::new(plan_spec(&item(2)?, width, undecided)?))
+            Spec::Join(
+                left,
+                Box::new(plan_spec(&item(2)?, width, undecided)?),
+                None,
+            )
+        }
+        "optional" => {
+            let left = input(undecided)?;
+            let right = Box::new(plan_spec(&item(2)?, width, undecided)?);
+            let slots: Vec<usize> = item(3)?.extract()?;
+            if slots.iter().any(|&s| s >= width) {
+                return Err(PyValueError::new_err(
+                    "optional: a left slot is an undeclared variable",
+                ));
+            }
+            Spec::Join(left, right, Some(slots))
         }
         "merge" => {
             let key: usize = item(3)?.extract()?;

@@ -47,7 +47,6 @@ def test_the_server_fragment(query: str) -> None:
 
 
 REFUSED = {
-    "OPTIONAL": "SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z } }",
     "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { ?o :q ?z } }",
     "DISTINCT": "SELECT DISTINCT ?s WHERE { ?s :p ?o }",
     "ORDER BY": "SELECT ?s WHERE { ?s :p ?o } ORDER BY ?s",
@@ -92,7 +91,7 @@ def test_every_operator_once_in_pre_order() -> None:
         "SELECT DISTINCT ?s WHERE { ?s :p ?o OPTIONAL { ?o :q ?z FILTER NOT EXISTS { ?z :r ?s } } "
         "OPTIONAL { ?o :r ?y } } ORDER BY ?s"
     )
-    assert fragment.query_refusals(query) == ["DISTINCT", "ORDER BY", "OPTIONAL", "NOT EXISTS"]
+    assert fragment.query_refusals(query) == ["DISTINCT", "ORDER BY", "NOT EXISTS"]
 
 
 def test_aggregates_name_the_grouping_not_each_function() -> None:
@@ -109,15 +108,14 @@ def test_an_aggregate_expression_names_its_function() -> None:
     assert [fragment.refusal(a) for a in aggregate_join.A] == ["COUNT", "GROUP_CONCAT"]
 
 
-def test_the_smart_client_decomposes_an_optional() -> None:
-    """The node is the client's; both of its sides are the server's."""
+def test_an_optional_is_the_servers_with_what_it_holds() -> None:
+    """OPTIONAL, its condition included, is the server's; what is inside it decides the rest."""
     query = algebra("SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z FILTER(?z > 1) } }")
     left_join = query.p.p
-    assert fragment.refusal(left_join) == "OPTIONAL"
-    assert fragment.refusals(left_join) == ["OPTIONAL"]
-    assert not fragment.server_evaluates(left_join)
-    assert fragment.server_evaluates(left_join.p1)
-    assert fragment.server_evaluates(left_join.p2)
+    assert fragment.refusal(left_join) is None
+    assert fragment.server_evaluates(left_join)
+    inner = algebra("SELECT * WHERE { ?s :p ?o OPTIONAL { ?o :q ?z MINUS { ?z :r ?s } } }")
+    assert fragment.refusals(inner.p.p) == ["MINUS"]
 
 
 def test_a_subquery_is_served_on_its_own() -> None:

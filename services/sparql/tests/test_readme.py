@@ -18,8 +18,8 @@ def test_the_example_runs() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code.group(1), str(README), "exec"), {})
     assert out.getvalue().splitlines() == [
-        "['OPTIONAL']",
-        "OPTIONAL True",
+        "['MINUS']",
+        "MINUS True",
         "?s\t?age",
         f'<http://example.org/a>\t"42"^^<{XSD_INTEGER}>',
     ]

@@ -1,6 +1,6 @@
 """Write the golden saved plans: one per operator state layout, in the format
 that introduced it (v1; v2 for a Tally or TopK at the root, a plan asked for
-partial answers). Run once per format version; never regenerate an existing file:
+partial answers; v3 for a LeftJoin, OPTIONAL). Run once per format version; never regenerate an existing file:
 they pin compatibility, so this only writes the cases whose files are missing.
 
 Each case is a query on the in-repo watdiv-100k, suspended by a step quantum
@@ -58,6 +58,12 @@ CASES = {
     # suspended with its input half read and rows still to hand on (its page held 3 of them)
     "v2-tally": (P + "SELECT ?o (COUNT(*) AS ?n) WHERE { ?s wsdbm:likes ?o } GROUP BY ?o", 300, {"tally", "scan"}),
     "v2-top-k": (P + "SELECT ?s ?o WHERE { ?s wsdbm:likes ?o } ORDER BY DESC(?o) ?s LIMIT 5", 300, {"top_k", "scan"}),
+    # suspended inside the right side's run for a left mapping (its matched flag saved)
+    "v3-left-join": (
+        P + "SELECT * WHERE { ?s sorg:nationality wsdbm:Country5 OPTIONAL { ?s wsdbm:likes ?p . ?p sorg:caption ?c } }",
+        40,
+        {"left_join", "index_join", "scan"},
+    ),
 }
 PAGE_ROWS = {"v2-tally": 3, "v2-top-k": 2}
 

@@ -38,9 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-rows", type=int, help="rows a client-side operator keeps in memory before spilling")
     parser.add_argument(
         "--optional",
-        choices=["auto", "bind"],
-        default="auto",
-        help="OPTIONAL over two server pieces: one query (auto, OptJoin) or one per block of mappings (bind)",
+        choices=["server", "auto", "bind"],
+        default="server",
+        help="OPTIONAL over two server pieces: in the server's query (server), or in the client, one query "
+        "(auto, OptJoin) or one per block of mappings (bind)",
     )
     parser.add_argument("--stats", action="store_true", help="print each request on stderr")
 

@@ -56,11 +56,12 @@ class SmartClient:
         services: Mapping[str, ServiceEndpoint] | None = None,
         on_request: OnRequest | None = None,
         retry: Retry = DEFAULT_RETRY,
-        optional: str = "auto",
+        optional: str = "server",
         ship: bool = True,
     ) -> None:
-        """`optional`: how OPTIONAL runs when the server evaluates both sides:
-        "auto" (OptJoin: one query) or "bind" (BindLeftJoin: one per block).
+        """`optional`: how OPTIONAL runs when the server evaluates both sides: "server"
+        (in the server's piece), or in the client, "auto" (OptJoin: one query) or "bind"
+        (BindLeftJoin: one per block).
         `ship`: GROUP BY and DISTINCT over a server piece run on the server in
         partial answers (function shipping); False: here, over every row (data shipping)."""
         self.transport = transport

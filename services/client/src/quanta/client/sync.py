@@ -32,7 +32,7 @@ class SyncClient:
         services: Mapping[str, ServiceEndpoint] | None = None,
         on_request: OnRequest | None = None,
         retry: Retry = DEFAULT_RETRY,
-        optional: str = "auto",
+        optional: str = "server",
     ) -> None:
         """The options are SmartClient's."""
         self.smart = SmartClient(

@@ -33,9 +33,11 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # changes an operator's state layout writes the next number, and reads the old ones or not.
 # 2: layout 1 with a Tally or TopK at the root (partial answers; releases reading only 1 refuse
 # them as plan-version).
+# 3: layout 1 or 2 with a LeftJoin (OPTIONAL) somewhere (releases reading up to 2 refuse them).
 FORMAT = 1
 PARTIAL_FORMAT = 2
-READABLE_FORMATS = frozenset({0, 1, 2})
+OPTIONAL_FORMAT = 3
+READABLE_FORMATS = frozenset({0, 1, 2, 3})
 # pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
 SELECT = cast("pb.QueryForm", 0)
 ASK = cast("pb.QueryForm", 1)
@@ -51,6 +53,7 @@ class Plan:
     static: bytes | None  # the serialized PhysicalPlan: None until a compiled plan is first saved
     fixed_terms: int  # extra terms that belong to the static plan
     saved: bytes | None = None  # while pooled: the bytes its state was saved as
+    format: int | None = None  # its saved layout (`_format`), once first saved
 
     @classmethod
     def compiled(
@@ -79,6 +82,8 @@ class Plan:
 
     def save(self) -> bytes:
         """Suspend: the plan and its state as protobuf bytes (between mappings)."""
+        if self.format is None:
+            self.format = _format(self.root.operator)
         saver = self.ctx.terms.saver(self.fixed_terms)
         state: list[int] = []
         self.root.save_state(state, saver)
@@ -88,7 +93,7 @@ class Plan:
             plan=self.description,
             state=state,
             state_terms=saver.extra,
-            format=PARTIAL_FORMAT if isinstance(self.root.operator, Tally | TopK) else FORMAT,
+            format=self.format,
         ).SerializeToString()
 
     @classmethod
@@ -198,3 +203,17 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
         return pb.PhysicalPlan.FromString(data)
     except DecodeError as error:
         raise InvalidPlan(f"physical plan does not decode: {error}") from error
+
+
+def _format(root: Operator) -> int:
+    """The oldest layout that holds this plan: a reader of an older one would misread it."""
+    if _has(root.spec(), "optional"):
+        return OPTIONAL_FORMAT
+    return PARTIAL_FORMAT if isinstance(root, Tally | TopK) else FORMAT
+
+
+def _has(spec: object, tag: str) -> bool:
+    """Whether an operator `tag` is in a native spec (nested tuples and lists, each tuple's tag first)."""
+    if isinstance(spec, tuple):
+        return (bool(spec) and spec[0] == tag) or any(_has(part, tag) for part in spec[1:])
+    return isinstance(spec, list) and any(_has(part, tag) for part in spec)

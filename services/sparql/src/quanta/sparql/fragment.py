@@ -6,10 +6,10 @@ inside and runs the rest itself (`refusal`, `refusals`), and the W3C
 conformance harness knows which tests the server must refuse.
 
 Inside: BGPs, with sequence and inverse property paths (chains of triple
-patterns); multiset UNION; FILTER and BIND over deterministic expressions
+patterns); multiset UNION; OPTIONAL; FILTER and BIND over deterministic expressions
 (the builtins `quanta.sparql.expressions` translates, and XSD casts);
 VALUES; and at the top of a SELECT or ASK, the projection, LIMIT/OFFSET and
-REDUCED. Outside: what needs all mappings at once (OPTIONAL, MINUS,
+REDUCED. Outside: what needs all mappings at once (MINUS,
 DISTINCT, ORDER BY, GROUP BY and aggregates, EXISTS, subqueries), other
 property paths, GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE, extension
 functions, and the functions that would answer differently in different
@@ -33,7 +33,7 @@ from quanta.sparql.errors import UnsupportedQuery
 from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath, Var
 
 # Graph patterns the server evaluates (ToMultiSet: only over VALUES).
-SERVER_PATTERNS = frozenset({"BGP", "Join", "Union", "Filter", "Extend", "ToMultiSet", "values"})
+SERVER_PATTERNS = frozenset({"BGP", "Join", "LeftJoin", "Union", "Filter", "Extend", "ToMultiSet", "values"})
 # Expression nodes the server evaluates besides builtins and casts.
 SERVER_EXPRESSIONS = frozenset(
     {
@@ -51,7 +51,6 @@ SERVER_EXPRESSIONS = frozenset(
 # Client-side graph patterns, by the operator named when refusing them. A
 # projection, slice or REDUCED below the top of the query is a subquery.
 CLIENT_PATTERNS = {
-    "LeftJoin": "OPTIONAL",
     "Minus": "MINUS",
     "Distinct": "DISTINCT",
     "OrderBy": "ORDER BY",

@@ -136,7 +136,7 @@ class Prepass:
         their variables: then a piece leaves none out."""
         return any(
             isinstance(node, AlgebraNode) and member(node, "vars") == "*" and bool(member(node, "distinct"))
-            for node in _nodes(algebra)
+            for node in nodes(algebra)
         )
 
     def hide(self, hint: str) -> Var:
@@ -163,7 +163,7 @@ class Prepass:
         if isinstance(node, AlgebraNode) and node.name == "Project":
             inner = rewrite(node.p, self._change)
             # and not those of a SERVICE pattern, which goes as written
-            services = [n for n in _nodes(inner) if n.name == "ServiceGraphPattern"]
+            services = [n for n in nodes(inner) if n.name == "ServiceGraphPattern"]
             shown = set(all_variables(node.PV)) | set(all_variables(services))
             # fresh, not hidden: a COUNT(DISTINCT *) of the subquery tells solutions apart by them
             local = {v: self.fresh(str(v)) for v in dict.fromkeys(all_variables(inner)) if v not in shown | self.hidden}
@@ -196,7 +196,8 @@ def count_uses(value: Any) -> Counter[Var]:
     return counted
 
 
-def _nodes(value: Any) -> Iterator[AlgebraNode]:
+def nodes(value: Any) -> Iterator[AlgebraNode]:
+    """Every node of a tree (patterns and expressions)."""
     stack = [value]
     while stack:
         value = stack.pop()
@@ -205,3 +206,7 @@ def _nodes(value: Any) -> Iterator[AlgebraNode]:
             stack.extend(v for key, v in value.items() if not key.startswith("_"))
         elif isinstance(value, list | tuple):
             stack.extend(value)
+
+
+def has_optional(value: Any) -> bool:
+    return any(node.name == "LeftJoin" for node in nodes(value))

@@ -7,7 +7,8 @@ A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
   parts, joined into one piece, are bind-joined to them (blocks of their
   mappings shipped as VALUES); then property-path closures (from the ends
   bound so far) and SERVICE calls;
-- OPTIONAL: OptJoin when the server evaluates both sides (one query), else a
+- OPTIONAL: in the server's piece when it evaluates both sides (unless the
+  client is asked to run it: OptJoin, one query, or BindLeftJoin), else a
   BindLeftJoin when it evaluates the right side, else a hash left join;
 - MINUS: a bind anti-join when the server evaluates the right side and every
   shared variable is bound by all its solutions, else a hash anti-join;
@@ -42,7 +43,7 @@ from quanta.client.ops.order import OrderBy
 from quanta.client.ops.paths import End, PathJoin, Steps
 from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources
 from quanta.client.ops.service import ServiceCall, ServiceJoin
-from quanta.client.plan.algebra import certain, copy_node, count_uses, maybe, member, rewrite
+from quanta.client.plan.algebra import certain, copy_node, count_uses, has_optional, maybe, member, rewrite
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.plan.serialize import Writer
 from quanta.client.transport import QueryError
@@ -85,7 +86,9 @@ class Planner:
     base: str | None
     now: str
     prologue: str
-    strategy: str = "auto"  # OPTIONAL: "auto" (OptJoin when possible) or "bind" (BindLeftJoin only)
+    # OPTIONAL: "server" (in the server's pieces), else the client's: "auto" (OptJoin when possible)
+    # or "bind" (BindLeftJoin only)
+    strategy: str = "server"
     shipping: bool = True  # GROUP BY and DISTINCT of a server piece in the server's partial answers
     bnodes: str = field(default_factory=lambda: f"c{secrets.token_hex(4)}x")
 
@@ -102,7 +105,15 @@ class Planner:
 
     def server(self, node: Any) -> bool:
         """Whether the server evaluates this pattern (a bare VALUES is kept here: nothing to ask)."""
-        return node.name not in ("values", "ToMultiSet") and fragment.server_evaluates(node)
+        return node.name not in ("values", "ToMultiSet") and fragment.server_evaluates(node) and self.ours(node)
+
+    def subquery(self, node: Any) -> bool:
+        """Whether the server evaluates a subquery (`fragment.select_refusals`) whole."""
+        return not fragment.select_refusals(node) and self.ours(node)
+
+    def ours(self, node: Any) -> bool:
+        """False when the pattern has an OPTIONAL that this client is asked to run itself."""
+        return self.strategy == "server" or not has_optional(node)
 
     # -- server pieces --
 
@@ -431,7 +442,7 @@ class Planner:
         variables = [v for v in node.PV if isinstance(v, Var)]
         inner = scope.child(variables)
         source = graph.single
-        if source is not None and not fragment.select_refusals(node):
+        if source is not None and self.subquery(node):
             return Remote(self.piece(node.p, inner, source, projection=variables))
         child = self.plan(node.p, inner, graph)
         return Project(child, [scope.slot(v) for v in variables], self.slots)
@@ -440,7 +451,7 @@ class Planner:
         offset, limit = node.start or 0, member(node, "length")
         inner = node.p
         source = graph.single
-        if source is not None and inner.name == "Project" and not fragment.select_refusals(node):
+        if source is not None and inner.name == "Project" and self.subquery(node):
             variables = [v for v in inner.PV if isinstance(v, Var)]
             child_scope = scope.child(variables)
             piece = self.piece(inner.p, child_scope, source, projection=variables, limit=limit, offset=offset)
@@ -458,13 +469,7 @@ class Planner:
         """A DISTINCT of a pattern the server evaluates: each quantum's rows come distinct
         (the server's partial DISTINCT), and rows that come again are dropped here."""
         inner, source = node.p, graph.single
-        if (
-            self.shipping
-            and source is not None
-            and inner.name == "Project"
-            and inner.PV
-            and not fragment.select_refusals(inner)
-        ):
+        if self.shipping and source is not None and inner.name == "Project" and inner.PV and self.subquery(inner):
             variables = [v for v in inner.PV if isinstance(v, Var)]
             piece = self.piece(inner.p, scope.child(variables), source, projection=variables, distinct=True)
             return Distinct(Remote(piece))

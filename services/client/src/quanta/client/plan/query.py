@@ -22,7 +22,7 @@ from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.local import Rows
 from quanta.client.ops.remote import Columns, Piece, Remote, Sources
-from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
+from quanta.client.plan.algebra import Prepass, all_variables, has_optional, maybe, member
 from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner
@@ -65,7 +65,7 @@ async def plan_query(
     context: Context,
     transport: Transport,
     *,
-    strategy: str = "auto",
+    strategy: str = "server",
     base: str | None = None,
     ship: bool = True,
 ) -> QueryPlan:
@@ -75,7 +75,11 @@ async def plan_query(
     if query.refusals:  # else there is no SERVICE to check, nor GRAPH to look for
         _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
-    whole = _whole_on_server(text, query, form, dataset, sources, base)
+    whole = (
+        _whole_on_server(text, query, form, dataset, sources, base)
+        if strategy == "server" or not has_optional(algebra)
+        else None
+    )
     if whole is not None:
         return whole
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)

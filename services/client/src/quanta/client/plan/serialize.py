@@ -123,6 +123,12 @@ class Writer:
         if name == "Extend":
             inner = self.elements(node.p) if node.p.name in ("BGP", "Join") else self.group(node.p)
             return f"{inner} BIND({self.expr(node.expr)} AS ?{self.name(node.var)})"
+        if name == "LeftJoin":  # the OPTIONAL's group: its pattern, and its condition (seeing both sides)
+            left = self.elements(node.p1) if node.p1.name in ("BGP", "Join", "LeftJoin") else self.group(node.p1)
+            right = self.part(node.p2)
+            if node.expr.name != "TrueFilter":
+                right += f" FILTER({self.expr(node.expr)})"
+            return f"{left} OPTIONAL " + "{ " + f"{self.inject} {right}".strip() + " }"
         if name == "ToMultiSet":
             return self.elements(node.p)
         if name == "values":

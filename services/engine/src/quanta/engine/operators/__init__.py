@@ -12,14 +12,26 @@ from collections.abc import Callable
 from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
-from quanta.engine.operators.joins import IndexJoin, MergeJoin
+from quanta.engine.operators.joins import IndexJoin, LeftJoin, MergeJoin
 from quanta.engine.operators.partial import Tally, TopK
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
 from quanta.engine.operators.union import Union
 from quanta.engine.operators.values import Values
 
-__all__ = ["IndexJoin", "MergeJoin", "Operator", "Scan", "Slice", "Tally", "TopK", "Union", "Values", "build"]
+__all__ = [
+    "IndexJoin",
+    "LeftJoin",
+    "MergeJoin",
+    "Operator",
+    "Scan",
+    "Slice",
+    "Tally",
+    "TopK",
+    "Union",
+    "Values",
+    "build",
+]
 
 
 def _filter(msg: pb.Filter, ctx: Context) -> Operator:
@@ -46,6 +58,7 @@ BUILDERS: dict[str, Callable[..., Operator]] = {
     "slice": Slice.build,
     "tally": Tally.build,
     "top_k": TopK.build,
+    "left_join": LeftJoin.build,
 }
 
 

@@ -1,4 +1,4 @@
-"""Joins: index loop join (Algorithm 5 of the SaGe paper) and merge join (Algorithm 4)."""
+"""Joins: index loop join (Algorithm 5 of the SaGe paper), its OPTIONAL, and merge join (Algorithm 4)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,29 @@ class IndexJoin(Operator):
 
     def sorted_on(self) -> int | None:
         return self.left.sorted_on()  # output follows the left order
+
+
+class LeftJoin(IndexJoin):
+    """OPTIONAL: for each mapping of `left`, `right` under the bindings of the variables
+    `left` may bind, the others checked afterwards; a mapping `right` gives no row for
+    comes alone. Exact under any outer bindings, so the planner may put it anywhere.
+
+    State (native): as IndexJoin's, with whether `right` gave a row for the current
+    left mapping."""
+
+    __slots__ = ()
+
+    def describe(self) -> pb.Operator:
+        return pb.Operator(left_join=pb.LeftJoin(left=self.left.describe(), right=self.right.describe()))
+
+    def spec(self) -> Spec:
+        return ("optional", self.left.spec(), self.right.spec(), sorted(self.left.variables()))
+
+    @classmethod
+    def build(cls, msg: pb.LeftJoin, ctx: Context) -> LeftJoin:  # type: ignore[override]
+        from quanta.engine.operators import build
+
+        return cls(ctx, build(msg.left, ctx), build(msg.right, ctx))
 
 
 class MergeJoin(Operator):

@@ -3,7 +3,7 @@
 What the server evaluates is decided by `quanta.sparql.fragment`: anything
 else is refused first (UnsupportedQuery naming the operator the smart client
 must run), so what is refused never depends on the data. The fragment: BGP,
-multiset UNION, FILTER over pure expressions, BIND, VALUES, SELECT
+multiset UNION, OPTIONAL (a LeftJoin), FILTER over pure expressions, BIND, VALUES, SELECT
 projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1); and, for a query
 asked for partial answers, a DISTINCT or a GROUP BY with COUNT(*) (a Tally), or an
 ORDER BY ... LIMIT (a TopK).
@@ -16,7 +16,7 @@ from typing import Any
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Operator, Scan, Slice, Tally, TopK, Union, Values
+from quanta.engine.operators import LeftJoin, Operator, Scan, Slice, Tally, TopK, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.planner import Component, plan_join
@@ -140,11 +140,32 @@ class Compiler:
                 inner.variables | {slot},
                 inner.certain,
             )
+        if name == "LeftJoin":
+            return self.left_join(node, bound)
         if name == "ToMultiSet":  # VALUES, or a subquery
             return self.values(node.p) if node.p.name == "values" else self.pattern(node.p, bound)
         if name == "values":
             return self.values(node)
         raise UnsupportedQuery(fragment.refusal(node) or name)  # fragment.check refused it already
+
+    def left_join(self, node: Any, bound: frozenset[int]) -> Component:
+        """OPTIONAL { p2 FILTER(expr) } after p1: the right side compiled as it runs, under the
+        bindings of the variables the left side may bind (`LeftJoin`), the condition (which
+        sees both sides) filtering its rows."""
+        from quanta.engine.operators.expression import Filter  # as the expression modules: see `expression`
+        from quanta.sparql import expressions
+
+        left = self.pattern(node.p1, bound)
+        right = self.pattern(node.p2, left.certain | (bound & left.variables))
+        operator = right.operator
+        if node.expr.name != "TrueFilter":
+            operator = Filter(self.ctx, operator, expressions.to_proto(node.expr, self.scope(node), self.base))
+        return Component(
+            LeftJoin(self.ctx, left.operator, operator),
+            left.estimate,
+            left.variables | right.variables,
+            left.certain,
+        )
 
     def group(self, node: Any, bound: frozenset[int]) -> Component:
         """A join group: its triple patterns and sub-patterns, and its FILTERs
