@@ -14,7 +14,9 @@ rows (a block nested loop).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 
 from quanta.client.ops.base import Batch, Op, Pacer, Row, compatible, merge
@@ -79,6 +81,13 @@ class HashJoin(Op):
         return out, matched
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+        # the left side's first batch (a page at most) comes while the right side is built:
+        # two server pieces (two subqueries) take their quanta at once, not one after the other
+        async with aclosing(_Prefetched(self.left.run(ctx))) as left:
+            async for out in self._join(ctx, left):
+                yield out
+
+    async def _join(self, ctx: Context, left: AsyncIterator[Batch]) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         limit = ctx.budgets.memory_rows
         table: dict[Key, list[Row]] = {}
@@ -97,7 +106,7 @@ class HashJoin(Op):
                         table = {}
                 await pacer.tick(len(batch))
         if overflow is None:
-            async for batch in self.left.run(ctx):
+            async for batch in left:
                 out: Batch = []
                 for row in batch:
                     candidates = table.get(self.key(row), ())
@@ -108,10 +117,10 @@ class HashJoin(Op):
                         out = []
                 yield out
         elif isinstance(overflow, Partitions):
-            async for out in self._grace(ctx, overflow, pacer):
+            async for out in self._grace(ctx, overflow, left, pacer):
                 yield out
         else:
-            async for out in self._nested(ctx, overflow.finish(), self.left, pacer):
+            async for out in self._nested(ctx, overflow.finish(), left, pacer):
                 yield out
 
     def _spill(self, ctx: Context, table: dict[Key, list[Row]]) -> Partitions | RowFile:
@@ -121,9 +130,11 @@ class HashJoin(Op):
                 spill.add(row)
         return spill
 
-    async def _grace(self, ctx: Context, right: Partitions, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _grace(
+        self, ctx: Context, right: Partitions, batches: AsyncIterator[Batch], pacer: Pacer
+    ) -> AsyncGenerator[Batch, None]:
         left = Partitions(ctx, "join-left", self.key, 0)
-        async for batch in self.left.run(ctx):
+        async for batch in batches:
             for row in batch:
                 left.add(row)
             await pacer.tick(len(batch))
@@ -163,11 +174,11 @@ class HashJoin(Op):
         yield out
 
     async def _nested(
-        self, ctx: Context, right: RowFile, left: Op | RowFile, pacer: Pacer
+        self, ctx: Context, right: RowFile, left: AsyncIterator[Batch] | RowFile, pacer: Pacer
     ) -> AsyncGenerator[Batch, None]:
         """Every left row against every right row, `memory_rows` left rows at a time."""
         block: Batch = []
-        batches = _batches(left, ctx) if isinstance(left, RowFile) else left.run(ctx)
+        batches = _batches(left, ctx) if isinstance(left, RowFile) else left
         async for batch in batches:
             block += batch
             if len(block) >= ctx.budgets.memory_rows:
@@ -210,3 +221,31 @@ async def _batches(rows: RowFile, ctx: Context) -> AsyncGenerator[Batch, None]:
             yield batch
             batch = []
     yield batch
+
+
+class _Prefetched:
+    """An input's batches, the first asked for at once (in a task) and the rest when wanted."""
+
+    def __init__(self, batches: AsyncGenerator[Batch, None]) -> None:
+        self.batches = batches
+        self.first: asyncio.Future[Batch | None] | None = asyncio.ensure_future(anext(batches, None))
+
+    def __aiter__(self) -> _Prefetched:
+        return self
+
+    async def __anext__(self) -> Batch:
+        if self.first is not None:
+            first, self.first = self.first, None
+            batch = await first
+            if batch is None:
+                raise StopAsyncIteration
+            return batch
+        return await anext(self.batches)
+
+    async def aclose(self) -> None:
+        if self.first is not None:  # never awaited (the right side failed, or the join was closed)
+            self.first.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.first
+            self.first = None
+        await self.batches.aclose()
