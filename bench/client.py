@@ -7,9 +7,9 @@ with at least two triple patterns becomes (Q minus tp) OPTIONAL { tp }, tp
 its triple pattern with the most matches (HDT's counts), unless the rest
 would be a cross product. Each query runs to completion through a real
 service (`quanta up`: Redis, 2 workers, the gateway, over HTTP) with the
-smart client, OPTIONAL as OptJoin (one server query) and as BindLeftJoin
+smart client, OPTIONAL as the workers' LeftJoin, as OptJoin (one server query) and as BindLeftJoin
 (blocks of `--block` mappings shipped as VALUES), at each quantum, in one
-run: one service per quantum, each query run with both strategies. Per
+run: one service per quantum, each query run with every strategy. Per
 query: requests sent (the on_request hook), bytes of the pages' bodies,
 rows (which must agree across the four runs), wall time.
 
@@ -163,30 +163,32 @@ def render(report: dict[str, Any], argv: str) -> str:
     t = totals(report)
     m = report["machine"]
     n = len(report["queries"])
+    strategies = _strategies(report)
+    how = {
+        "LeftJoin": "the workers' LeftJoin (in the server's piece)",
+        "BindLeftJoin": f"BindLeftJoin (blocks of 8 mappings doubling up to {report['block_size']})",
+        "OptJoin": "OptJoin (one server query)",
+    }
     lines = [
         f"`python bench/client.py {argv}`".replace(" `", "`"),
         "",
         f"{n} OPTIONAL queries on {report['dataset']}: the WatDiv {' and '.join(report.get('workloads', ['basic']))} "
         f"queries, each with its triple pattern of most matches moved into an OPTIONAL, as the SaGe paper builds "
         f"them (those with one pattern, or whose rest would be a cross product, have no variant). Each ran to "
-        f"completion through `quanta up` (Redis, 2 workers, the gateway, HTTP) with the smart client, OPTIONAL as "
-        f"OptJoin and as BindLeftJoin (blocks of 8 mappings doubling up to {report['block_size']}), one service "
-        f"per quantum. "
+        f"completion through `quanta up` (Redis, 2 workers, the gateway, HTTP) with the smart client, OPTIONAL "
+        f"as {', '.join(how[s] for s in strategies)}, one service per quantum. "
         f"Requests: all the client sent (the on_request hook), retries included; bytes: the pages' response "
-        f"bodies. Every query gave the same rows in all four runs. {m['cpu']}, {m['nproc']} cores, "
+        f"bodies. Every query gave the same rows in every run. {m['cpu']}, {m['nproc']} cores, "
         f"{m['date'][:10]}, commit {m['git_commit'][:10]}.",
         "",
-        "| time quantum | BindLeftJoin requests | OptJoin requests | BindLeftJoin MB | OptJoin MB "
-        "| BindLeftJoin s | OptJoin s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| time quantum | " + " | ".join(f"{s} {what}" for what in ("requests", "MB", "s") for s in strategies) + " |",
+        "|---|" + "---:|" * (3 * len(strategies)),
     ]
     for quantum in report["quanta_ms"]:
-        b, o = t[f"BindLeftJoin@{quantum:g}"], t[f"OptJoin@{quantum:g}"]
+        per = [t[f"{s}@{quantum:g}"] for s in strategies]
         label = f"{quantum:g} ms" if quantum < 1000 else f"{quantum / 1000:g} s"
-        lines.append(
-            f"| {label} | {b['requests']:,.0f} | {o['requests']:,.0f} | {b['bytes'] / 1e6:,.1f} "
-            f"| {o['bytes'] / 1e6:,.1f} | {b['seconds']:,.0f} | {o['seconds']:,.0f} |"
-        )
+        cells = [f"{p['requests']:,.0f}" for p in per] + [f"{p['bytes'] / 1e6:,.1f}" for p in per]
+        lines.append(f"| {label} | " + " | ".join(cells + [f"{p['seconds']:,.0f}" for p in per]) + " |")
     if report["timed_out"]:
         left = ", ".join(f"{name} ({why})" for name, why in report["timed_out"].items())
         lines += ["", f"Left out, over the time limit: {left}."]
@@ -225,6 +227,11 @@ def render(report: dict[str, Any], argv: str) -> str:
     return "\n".join(lines)
 
 
+def _strategies(report: dict[str, Any]) -> list[str]:
+    """The OPTIONAL strategies a report ran (an older one: OptJoin and BindLeftJoin only)."""
+    return [s for s in STRATEGIES if f"{s}@{report['quanta_ms'][0]:g}" in report["runs"]]
+
+
 def plot(report: dict[str, Any]) -> None:
     import matplotlib
 
@@ -234,7 +241,7 @@ def plot(report: dict[str, Any]) -> None:
     names = list(report["queries"])
     fig, axes = plt.subplots(1, len(report["quanta_ms"]), figsize=(12, 4), sharey=True)
     for ax, quantum in zip(axes, report["quanta_ms"], strict=True):
-        for label, marker in (("BindLeftJoin", "o"), ("OptJoin", "s")):
+        for label, marker in zip(_strategies(report), "os^", strict=False):
             per = report["runs"][f"{label}@{quantum:g}"]
             ax.scatter(range(len(names)), [per[n]["requests"] for n in names], s=8, marker=marker, label=label)
         ax.set_yscale("log")
