@@ -260,7 +260,7 @@ class Compiler:
         else:
             rest[index] = (_call(pb.FUNCTION_NOT, _call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=a))), frozenset({a}))
         renamed = [_renamed_triple(triple, var_b, var_a) for triple in triples]
-        joined = self.join_group(renamed, rest, parts, bound, index + same_term)
+        joined = self.join_group(renamed, rest, parts, bound, index)  # the equality gone, or its guard there
         same = Component(
             Extend(self.ctx, joined.operator, b, pb.Expr(variable=a)),
             joined.estimate,
