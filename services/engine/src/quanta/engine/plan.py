@@ -83,7 +83,7 @@ class Plan:
     def save(self) -> bytes:
         """Suspend: the plan and its state as protobuf bytes (between mappings)."""
         if self.format is None:
-            self.format = _format(self.root.operator)
+            self.format = _format(self.root)
         saver = self.ctx.terms.saver(self.fixed_terms)
         state: list[int] = []
         self.root.save_state(state, saver)
@@ -205,11 +205,11 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
         raise InvalidPlan(f"physical plan does not decode: {error}") from error
 
 
-def _format(root: Operator) -> int:
+def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
-    if _has(root.spec(), "optional"):
+    if _has(tree.spec, "optional"):
         return OPTIONAL_FORMAT
-    return PARTIAL_FORMAT if isinstance(root, Tally | TopK) else FORMAT
+    return PARTIAL_FORMAT if isinstance(tree.operator, Tally | TopK) else FORMAT
 
 
 def _has(spec: object, tag: str) -> bool:

@@ -185,14 +185,23 @@ def variables(expr: plan_pb2.Expr) -> set[int]:
     return set()
 
 
-def renumber(expr: plan_pb2.Expr, id_map: Callable[[int], int]) -> plan_pb2.Expr:
-    """A copy with every term id mapped (extra terms are renumbered on save)."""
+def _same(n: int) -> int:
+    return n
+
+
+def renumber(
+    expr: plan_pb2.Expr, id_map: Callable[[int], int] = _same, slot_map: Callable[[int], int] = _same
+) -> plan_pb2.Expr:
+    """A copy with every term id mapped (extra terms are renumbered on save), and every
+    slot (a variable read under another's name)."""
     kind = expr.WhichOneof("kind")
     if kind == "term":
         return plan_pb2.Expr(term=id_map(expr.term))
+    if kind == "variable":
+        return plan_pb2.Expr(variable=slot_map(expr.variable))
     if kind == "call":
         call = expr.call
-        args = [renumber(a, id_map) for a in call.args]
+        args = [renumber(a, id_map, slot_map) for a in call.args]
         return plan_pb2.Expr(call=plan_pb2.Call(function=call.function, args=args, iri=call.iri))
     out = plan_pb2.Expr()
     out.CopyFrom(expr)

@@ -124,20 +124,13 @@ class Prepass:
         self.blanks: dict[BlankTerm, Var] = {}
         self.hidden: set[Var] = set()
         self.uses: Counter[Var] = Counter()
+        # a COUNT(DISTINCT *) tells solutions apart by all their variables: a piece leaves none out
+        self.counts_all = False
 
     def run(self, algebra: Any) -> Any:
         out = rewrite(algebra, self._change)
         self.uses = count_uses(out)
         return out
-
-    @staticmethod
-    def counts_all(algebra: Any) -> bool:
-        """Whether the query has a COUNT(DISTINCT *), which tells solutions apart by all
-        their variables: then a piece leaves none out."""
-        return any(
-            isinstance(node, AlgebraNode) and member(node, "vars") == "*" and bool(member(node, "distinct"))
-            for node in nodes(algebra)
-        )
 
     def hide(self, hint: str) -> Var:
         var = self.fresh(hint)
@@ -160,6 +153,9 @@ class Prepass:
             return expand_bgp(triples, self.hide)
         if isinstance(node, PropertyPath) or (isinstance(node, AlgebraNode) and node.name == "ServiceGraphPattern"):
             return node  # a SERVICE pattern is sent as written
+        if isinstance(node, AlgebraNode) and member(node, "vars") == "*" and member(node, "distinct"):
+            self.counts_all = True
+            return None
         if isinstance(node, AlgebraNode) and node.name == "Project":
             inner = rewrite(node.p, self._change)
             # and not those of a SERVICE pattern, which goes as written

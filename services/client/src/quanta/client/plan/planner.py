@@ -112,8 +112,7 @@ class Planner:
         return not fragment.select_refusals(node) and self.ours(node)
 
     def ours(self, node: Any) -> bool:
-        """False when the pattern has an OPTIONAL that this client is asked to run itself."""
-        return self.strategy == "server" or not has_optional(node)
+        return server_may_run(self.strategy, node)
 
     # -- server pieces --
 
@@ -725,6 +724,12 @@ class Planner:
 
 
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
+
+
+def server_may_run(strategy: str, node: Any) -> bool:
+    """False when the pattern has an OPTIONAL that the client is asked to run itself
+    (`strategy` "auto" or "bind", not "server")."""
+    return strategy == "server" or not has_optional(node)
 
 
 def to_node(term: str) -> RdfTerm:

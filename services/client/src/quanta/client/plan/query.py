@@ -22,10 +22,10 @@ from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.local import Rows
 from quanta.client.ops.remote import Columns, Piece, Remote, Sources
-from quanta.client.plan.algebra import Prepass, all_variables, has_optional, maybe, member
+from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
 from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query, query_error
-from quanta.client.plan.planner import Dataset, Graphs, Planner
+from quanta.client.plan.planner import Dataset, Graphs, Planner, server_may_run
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import QueryError, Transport
 from quanta.sparql.errors import ErrorKind, QuantaError
@@ -75,11 +75,7 @@ async def plan_query(
     if query.refusals:  # else there is no SERVICE to check, nor GRAPH to look for
         _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
-    whole = (
-        _whole_on_server(text, query, form, dataset, sources, base)
-        if strategy == "server" or not has_optional(algebra)
-        else None
-    )
+    whole = _whole_on_server(text, query, form, dataset, sources, base) if server_may_run(strategy, algebra) else None
     if whole is not None:
         return whole
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
@@ -98,7 +94,7 @@ def _plan(
     pattern = prepass.run(algebra.p) if algebra.p is not None else None
     # the answer's variables (and a CONSTRUCT template's) are used by the answer
     prepass.uses.update(all_variables([member(algebra, "template"), member(algebra, "PV")]))
-    uses = None if Prepass.counts_all(algebra) else prepass.uses
+    uses = None if prepass.counts_all else prepass.uses
     planner = Planner(
         slots=slots,
         sources=sources,

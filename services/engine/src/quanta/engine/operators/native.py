@@ -31,12 +31,13 @@ DONE, EXPIRED = 1, 2  # quanta.native._core.DONE / EXPIRED
 class NativeTree:
     """A plan's operator tree (`operator`: its root) running natively."""
 
-    __slots__ = ("ctx", "operator", "pipeline")
+    __slots__ = ("ctx", "operator", "pipeline", "spec")
 
     def __init__(self, ctx: Context, operator: Operator) -> None:
         self.ctx = ctx
         self.operator = operator
-        self.pipeline = ctx.store.pipeline(ctx.width, operator.spec(), ctx.terms)
+        self.spec = operator.spec()  # as the native core has it
+        self.pipeline = ctx.store.pipeline(ctx.width, self.spec, ctx.terms)
 
     def rows(self) -> Rows:
         """An empty buffer for this plan's rows (`quanta.native._core.Rows`)."""

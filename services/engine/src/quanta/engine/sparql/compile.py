@@ -182,7 +182,7 @@ class Compiler:
                 triples += [t for triple in n.triples for t in self.expand_path(triple)]
             elif n.name == "Filter":
                 if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
-                    filters += _conjuncts(self.expression(n)[0])
+                    filters += _conjuncts(*self.expression(n))
                 stack.append(n.p)
             else:
                 parts.append(n)
@@ -251,10 +251,14 @@ class Compiler:
         needs no more; for `=`, two different literals may still be equal in value (1 and 1.0), so
         the group as it was, with both variables held to literals, is the other branch of a UNION."""
         from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+        from quanta.sparql import expressions
+
+        def as_a(slot: int) -> int:
+            return a if slot == b else slot
 
         var_a, var_b = (next(v for v, s in self.slots.items() if s == slot) for slot in (a, b))
         same_term = filters[index][0].call.function == pb.FUNCTION_SAME_TERM
-        rest = [(_renamed(e, b, a), frozenset(a if s == b else s for s in needs)) for e, needs in filters]
+        rest = [(expressions.renumber(e, slot_map=as_a), frozenset(map(as_a, needs))) for e, needs in filters]
         if same_term:
             del rest[index]
         else:
@@ -388,14 +392,14 @@ def _nesting(node: Any) -> int:
     return deepest
 
 
-def _conjuncts(expr: pb.Expr) -> list[tuple[pb.Expr, frozenset[int]]]:
+def _conjuncts(expr: pb.Expr, reads: frozenset[int]) -> list[tuple[pb.Expr, frozenset[int]]]:
     """FILTER(A && B) as FILTER(A) FILTER(B), each with the slots it reads: a mapping passes both
     exactly when A && B is true, and each is placed as soon as its own variables are bound."""
     from quanta.sparql import expressions
 
     if expr.WhichOneof("kind") == "call" and expr.call.function == pb.FUNCTION_AND:
-        return [c for arg in expr.call.args for c in _conjuncts(arg)]
-    return [(expr, frozenset(expressions.variables(expr)))]
+        return [c for arg in expr.call.args for c in _conjuncts(arg, frozenset(expressions.variables(arg)))]
+    return [(expr, reads)]
 
 
 def _call(function: pb.Function, *args: pb.Expr) -> pb.Expr:
@@ -405,18 +409,6 @@ def _call(function: pb.Function, *args: pb.Expr) -> pb.Expr:
 def _renamed_triple(triple: Triple, old: RdfTerm, new: RdfTerm) -> Triple:
     s, p, o = triple
     return (new if s == old else s, new if p == old else p, new if o == old else o)
-
-
-def _renamed(expr: pb.Expr, old: int, new: int) -> pb.Expr:
-    """A copy of `expr` that reads slot `new` where it read `old`."""
-    kind = expr.WhichOneof("kind")
-    if kind == "variable":
-        return pb.Expr(variable=new) if expr.variable == old else expr
-    if kind == "call":
-        call = pb.Call(function=expr.call.function, iri=expr.call.iri)
-        call.args.extend(_renamed(arg, old, new) for arg in expr.call.args)
-        return pb.Expr(call=call)
-    return expr
 
 
 def _union_branches(node: Any) -> list[Any]:
