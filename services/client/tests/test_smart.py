@@ -100,7 +100,9 @@ def test_a_query_over_its_disk_budget_fails_and_says_so(transport) -> None:
 def test_a_path_over_its_budget_fails_and_says_so(transport) -> None:
     client = SmartClient(transport, budgets=Budgets(path_nodes=50))
     with pytest.raises(QueryError) as raised:
-        asyncio.run(solutions(client, f"SELECT ?y WHERE {{ <{WSDBM}User1> <{WSDBM}follows>+ ?y }}"))
+        # a closure the client expands (its start bound by VALUES, not by a pattern the server anchors it to)
+        query = f"SELECT ?y WHERE {{ VALUES ?x {{ <{WSDBM}User1> }} ?x <{WSDBM}follows>+ ?y }}"
+        asyncio.run(solutions(client, query))
     assert raised.value.kind is ErrorKind.BUDGET_EXCEEDED
 
 

@@ -22,7 +22,8 @@ def test_constants_with_escapes_round_trip(make_store) -> None:
 
 
 REFUSED = {
-    "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { ?o :q ?z } }",
+    # MINUS where a solution of the right side may leave the shared variable unbound
+    "MINUS": "SELECT * WHERE { ?s :p ?o MINUS { { ?o :q ?z } UNION { ?x :q ?z } } }",
     "DISTINCT": "SELECT DISTINCT ?s WHERE { ?s :p ?o }",
     "ORDER BY": "SELECT ?s WHERE { ?s :p ?o } ORDER BY ?s",
     "GROUP BY": "SELECT ?s WHERE { ?s :p ?o } GROUP BY ?s",
@@ -32,7 +33,7 @@ REFUSED = {
     "subquery": "SELECT * WHERE { { SELECT ?s WHERE { ?s :p ?o } LIMIT 1 } }",
     "property path": "SELECT * WHERE { ?s :p+ ?o }",
     "FROM": "SELECT * FROM <http://example.org/g> WHERE { ?s :p ?o }",
-    "EXISTS": "SELECT * WHERE { ?s :p ?o FILTER EXISTS { ?o :q ?z } }",
+    "EXISTS": "SELECT * WHERE { ?s :p ?o FILTER(?o = :a || EXISTS { ?o :q ?z }) }",  # not a conjunct
     "NOW": "SELECT * WHERE { ?s :p ?o BIND(NOW() AS ?t) }",
     "RAND": "SELECT * WHERE { ?s :p ?o FILTER(RAND() < 0.5) }",
     "CONSTRUCT": "CONSTRUCT { ?s :q ?o } WHERE { ?s :p ?o }",

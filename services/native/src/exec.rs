@@ -24,6 +24,9 @@ use std::time::Instant;
 pub const TALLY_ROWS: usize = 16_384;
 /// Ids a top-k remembers as beaten (its memory's bound; past it, they are decoded again).
 const BEATEN_IDS: usize = 1 << 16;
+/// Nodes a property path's closure may reach from one start (its memory's and its saved
+/// state's bound: past it, the run fails with `Budget::error`).
+pub const CLOSURE_NODES: usize = 1 << 21;
 
 /// Why `run` stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +47,8 @@ pub struct Budget<'a> {
     pub steps: i64,
     pub check: &'a mut dyn FnMut(&mut i64) -> Result<(), Expired>,
     pub undecided: &'a mut Undecided<'a>,
+    /// why an operator stopped the run (a bound passed), for the caller to raise
+    pub error: Option<String>,
 }
 
 /// Decides a row (`&[i64]`) for step number `usize`.
@@ -251,9 +256,9 @@ pub enum Spec {
         rows: u64,
     },
     Union(Vec<Spec>),
-    /// an index loop join: `right` runs under each left mapping; with the
-    /// slots the left side may bind, OPTIONAL (a left join)
-    Join(Box<Spec>, Box<Spec>, Option<Vec<usize>>),
+    /// an index loop join: `right` runs under each left mapping; or, with a
+    /// mode and the left slots `right` runs under, OPTIONAL, (NOT) EXISTS or MINUS
+    Join(Box<Spec>, Box<Spec>, Option<(Mode, Vec<usize>)>),
     /// a merge join of a left input sorted on `key` with a scan of `?key p o`
     Merge {
         left: Box<Spec>,
@@ -292,6 +297,26 @@ pub enum Spec {
         keys: Vec<(usize, bool)>,
         k: usize,
     },
+    /// `subject path{*,+,?} object` (a slot or a term each, one of them bound
+    /// when it runs): `forward` binds slot `to` under `from` (one step of the
+    /// path), `backward` the same step planned to bind `from` under `to`
+    Closure {
+        forward: Box<Spec>,
+        backward: Box<Spec>,
+        from: usize,
+        to: usize,
+        subject: Operand,
+        object: Operand,
+        repeat: Repeat,
+    },
+}
+
+/// A closure's operator: `*`, `+` or `?`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeat {
+    ZeroOrMore,
+    OneOrMore,
+    ZeroOrOne,
 }
 
 /// One operator of the running tree. Its fields are its state (what a saved
@@ -321,6 +346,260 @@ enum Node {
     },
     Tally(Box<Tally>),
     TopK(Box<TopK>),
+    Closure(Box<Closure>),
+}
+
+/// A property path's closure from its bound end (the subject's, else the
+/// object's, backward), breadth first over one step of the path: each node
+/// reached comes once (SPARQL's closures have set semantics), bound to the
+/// other end, or, when that end is bound too, the mapping once if it is
+/// reached. A zero-length path reaches the start itself: a constant always, a
+/// node of the graph (a subject or object id) otherwise. State: the phase,
+/// the nodes reached in the order found (the start, which the input mapping
+/// gives again, left out), how many of them were expanded, whether one is
+/// being expanded, whether the start was reached again (`+`), then the
+/// step's state.
+struct Closure {
+    forward: Node,
+    backward: Node,
+    from: usize,
+    to: usize,
+    subject: Operand,
+    object: Operand,
+    repeat: Repeat,
+    phase: Phase,
+    /// the start, then the nodes reached in the order found (the queue: from `head` on)
+    order: Vec<i64>,
+    head: usize,
+    expanding: bool,
+    start_reached: bool,
+    // rebuilt from the state and the input mapping
+    seen: HashSet<i64, BuildHasherDefault<IdHasher>>,
+    /// `order` is missing its start (a loaded state): the input mapping gives it
+    restored: bool,
+    under: Vec<i64>,
+    row: Vec<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Start = 0,
+    ZeroLength = 1,
+    Expand = 2,
+    Done = 3,
+}
+
+impl Closure {
+    fn end(operand: Operand, mu: &[i64]) -> i64 {
+        match operand {
+            Operand::Slot(slot) => mu[slot],
+            Operand::Term(id) => id,
+        }
+    }
+
+    /// Whether the run goes from the subject (else from the object, backward), and its start.
+    fn start(&self, mu: &[i64]) -> (bool, i64) {
+        match Closure::end(self.subject, mu) {
+            0 => (false, Closure::end(self.object, mu)),
+            s => (true, s),
+        }
+    }
+
+    /// `out`: `mu` with the other end bound to `node`; false when that end is
+    /// bound to another node (or when it is already handed on: then done).
+    fn reached(&mut self, node: i64, forward: bool, mu: &[i64], out: &mut [i64]) -> bool {
+        let end = if forward { self.object } else { self.subject };
+        let target = Closure::end(end, mu);
+        if target != 0 {
+            if target != node {
+                return false;
+            }
+            self.phase = Phase::Done; // the mapping once
+            out.copy_from_slice(mu);
+            return true;
+        }
+        out.copy_from_slice(mu);
+        if let Operand::Slot(slot) = end {
+            out[slot] = node;
+        }
+        true
+    }
+
+    fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        let (forward, start) = self.start(mu);
+        if self.restored {
+            self.order.insert(0, start);
+            self.seen = self.order.iter().copied().collect();
+            self.restored = false;
+            if self.expanding {
+                self.aim(forward);
+            }
+        }
+        loop {
+            match self.phase {
+                Phase::Start => {
+                    cx.budget.step()?;
+                    self.order.clear();
+                    self.seen.clear();
+                    self.head = 0;
+                    self.expanding = false;
+                    self.start_reached = false;
+                    if start == 0 {
+                        self.phase = Phase::Done; // the planner binds an end first
+                        continue;
+                    }
+                    self.order.push(start);
+                    self.seen.insert(start);
+                    self.phase = match self.repeat {
+                        Repeat::OneOrMore => Phase::Expand,
+                        _ => Phase::ZeroLength,
+                    };
+                }
+                Phase::ZeroLength => {
+                    self.phase = Phase::Expand;
+                    let own = if forward { self.subject } else { self.object };
+                    let in_graph = 0 < start && start as u64 <= cx.store.nb_terms;
+                    if (matches!(own, Operand::Term(_)) || in_graph)
+                        && self.reached(start, forward, mu, out)
+                    {
+                        return Ok(true);
+                    }
+                }
+                Phase::Expand => {
+                    if let Some(found) = self.expand(cx, forward, mu, out)? {
+                        return Ok(found);
+                    }
+                }
+                Phase::Done => return Ok(false),
+            }
+        }
+    }
+
+    /// The next node the step reaches, bound into `out` (Some(true)); Some(false) when none is left.
+    fn expand(
+        &mut self,
+        cx: &mut Cx,
+        forward: bool,
+        mu: &[i64],
+        out: &mut [i64],
+    ) -> Result<Option<bool>, Expired> {
+        let far = if forward { self.to } else { self.from };
+        loop {
+            if !self.expanding {
+                let depth_one = self.repeat == Repeat::ZeroOrOne && self.head >= 1;
+                if self.order[0] < 0 || self.head >= self.order.len() || depth_one {
+                    self.phase = Phase::Done; // (a term outside the data has no step)
+                    return Ok(Some(false));
+                }
+                self.aim(forward);
+                let step = if forward {
+                    &mut self.forward
+                } else {
+                    &mut self.backward
+                };
+                step.reset();
+                self.expanding = true;
+            }
+            loop {
+                let step = if forward {
+                    &mut self.forward
+                } else {
+                    &mut self.backward
+                };
+                if !step.next(cx, &self.under, &mut self.row)? {
+                    break;
+                }
+                let node = self.row[far];
+                let new = if node == self.order[0] {
+                    let again = !self.start_reached;
+                    self.start_reached = true;
+                    again && self.repeat == Repeat::OneOrMore // `*` and `?` gave it already
+                } else if self.seen.insert(node) {
+                    if self.order.len() >= CLOSURE_NODES {
+                        cx.budget.error = Some(format!(
+                            "a property path reaches more than {CLOSURE_NODES} nodes from one start"
+                        ));
+                        return Err(Expired);
+                    }
+                    self.order.push(node);
+                    true
+                } else {
+                    false
+                };
+                if new && self.reached(node, forward, mu, out) {
+                    return Ok(Some(true));
+                }
+            }
+            self.expanding = false;
+            self.head += 1;
+        }
+    }
+
+    /// The step's input: the node expanded, at the step's near end.
+    fn aim(&mut self, forward: bool) {
+        self.under.fill(0);
+        self.under[if forward { self.from } else { self.to }] = self.order[self.head];
+    }
+
+    fn reset(&mut self) {
+        self.phase = Phase::Start;
+        self.restored = false;
+        self.expanding = false;
+        self.forward.reset();
+        self.backward.reset();
+    }
+
+    fn step(&self, mu: &[i64]) -> &Node {
+        if self.start(mu).0 {
+            &self.forward
+        } else {
+            &self.backward
+        }
+    }
+
+    fn save(&self, out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+        out.push(self.phase as i64);
+        out.push(self.head as i64);
+        out.push(self.expanding as i64);
+        out.push(self.start_reached as i64);
+        let found = if self.restored {
+            &self.order[..]
+        } else {
+            self.order.get(1..).unwrap_or(&[])
+        };
+        out.push(found.len() as i64); // only the data's nodes: never a foreign id
+        out.extend_from_slice(found);
+        self.forward.save(out, foreign);
+        self.backward.save(out, foreign);
+    }
+
+    fn load(&mut self, r: &mut Reader) -> Result<(), String> {
+        self.phase = match r.count(Some(3))? {
+            0 => Phase::Start,
+            1 => Phase::ZeroLength,
+            2 => Phase::Expand,
+            _ => Phase::Done,
+        };
+        let n_head = r.count(None)?;
+        self.expanding = r.count(Some(1))? == 1;
+        self.start_reached = r.count(Some(1))? == 1;
+        let n = r.count(Some(CLOSURE_NODES as u64))?;
+        if n_head > n + 1 {
+            return Err("closure: more nodes expanded than reached".into());
+        }
+        self.head = n_head as usize;
+        self.order.clear();
+        for _ in 0..n {
+            let v = r.next()?;
+            if v <= 0 {
+                return Err("closure: a reached node outside the data".into());
+            }
+            self.order.push(v);
+        }
+        self.restored = self.phase != Phase::Start;
+        self.forward.load(r)?;
+        self.backward.load(r)
+    }
 }
 
 /// The rows a partial-answer operator (`TopK`, `Tally`) hands on before it
@@ -615,8 +894,8 @@ struct Slice {
 }
 
 /// For each mapping of `left`, `right` under its bindings. State: the left
-/// mapping `right` runs for, (OPTIONAL) whether `right` gave a row for it,
-/// the left's state, the right's.
+/// mapping `right` runs for, (with a `Restricted` right side) whether it is
+/// decided, the left's state, the right's.
 struct IndexJoin {
     left: Node,
     right: Node,
@@ -625,25 +904,43 @@ struct IndexJoin {
     left_row: Vec<i64>,
     /// inside a run of `right` (a restarted join is, when it has a mapping)
     in_right: bool,
-    optional: Option<Optional>,
+    restricted: Option<Restricted>,
 }
 
-/// OPTIONAL { right }: each left mapping once with each compatible row of
-/// `right`, or alone when there is none. `right` runs under the bindings of the
-/// left side's own variables only, its rows then checked against the others
-/// (bound by an outer join): under those too, a row of `right` that disagrees
-/// with them would hide the left mapping alone, which the left join gives
-/// before the outer join drops the row that disagrees.
-struct Optional {
-    /// per slot, whether the left side may bind it
+/// What an index join whose right side runs under part of the left mapping gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// OPTIONAL { right }: each left mapping with each compatible row of
+    /// `right`, or alone when there is none
+    Optional,
+    /// FILTER EXISTS { right }: the left mappings `right` gives a row for
+    Exists,
+    /// FILTER NOT EXISTS { right }: the others
+    NotExists,
+    /// MINUS { right } (every slot it shares with the left side bound by each of
+    /// its rows): as NOT EXISTS, but a left mapping that binds none of them stays
+    Minus,
+}
+
+/// The right side of an OPTIONAL, (NOT) EXISTS or MINUS runs under the bindings
+/// of some left slots only: the left side's own variables (OPTIONAL, EXISTS:
+/// those of the pattern the filter is on), or the ones it shares (MINUS). An
+/// OPTIONAL's rows are then checked against the other bindings (made by an
+/// outer join): under those too, a row of `right` that disagrees with them
+/// would hide the left mapping alone, which the left join gives before the
+/// outer join drops the row that disagrees.
+struct Restricted {
+    mode: Mode,
+    /// per slot, whether `right` runs under its binding
     left: Vec<bool>,
     /// the current left mapping restricted to those slots: what `right` runs under
     under: Vec<i64>,
-    /// whether `right` gave a row for the current left mapping
+    /// whether the current left mapping is decided: OPTIONAL, `right` gave a
+    /// row for it (or it came alone); the others, it was handed on or dropped
     matched: bool,
 }
 
-impl Optional {
+impl Restricted {
     fn restrict(&mut self, current: &[i64]) {
         for ((under, &value), &own) in self.under.iter_mut().zip(current).zip(&self.left) {
             *under = if own { value } else { 0 };
@@ -804,13 +1101,14 @@ impl Node {
                     .collect(),
                 active: 0,
             },
-            Spec::Join(left, right, optional) => {
+            Spec::Join(left, right, restricted) => {
                 let left = Node::build(*left, width, terms, numbers);
                 let right = Node::build(*right, width, terms, numbers);
-                let optional = optional.map(|slots| {
+                let restricted = restricted.map(|(mode, slots)| {
                     let mut left = vec![false; width];
                     slots.into_iter().for_each(|s| left[s] = true);
-                    Optional {
+                    Restricted {
+                        mode,
                         left,
                         under: vec![0; width],
                         matched: false,
@@ -823,7 +1121,7 @@ impl Node {
                     has_current: false,
                     left_row: vec![0; width],
                     in_right: false,
-                    optional,
+                    restricted,
                 }))
             }
             Spec::Merge { left, right, key } => Node::Merge(Box::new(MergeJoin {
@@ -886,6 +1184,32 @@ impl Node {
                 kept: Vec::new(),
                 beaten: HashSet::default(),
                 out: HandOn::new(),
+                row: vec![0; width],
+            })),
+            Spec::Closure {
+                forward,
+                backward,
+                from,
+                to,
+                subject,
+                object,
+                repeat,
+            } => Node::Closure(Box::new(Closure {
+                forward: Node::build(*forward, width, terms, numbers),
+                backward: Node::build(*backward, width, terms, numbers),
+                from,
+                to,
+                subject,
+                object,
+                repeat,
+                phase: Phase::Start,
+                order: Vec::new(),
+                head: 0,
+                expanding: false,
+                start_reached: false,
+                seen: HashSet::default(),
+                restored: false,
+                under: vec![0; width],
                 row: vec![0; width],
             })),
             Spec::Tally {
@@ -1010,6 +1334,7 @@ impl Node {
             },
             Node::Tally(tally) => tally.next(cx, mu, out),
             Node::TopK(top) => top.next(cx, mu, out),
+            Node::Closure(closure) => closure.next(cx, mu, out),
         }
     }
 
@@ -1031,9 +1356,9 @@ impl Node {
                 join.has_current = false;
                 join.current.fill(0);
                 join.in_right = false;
-                if let Some(optional) = &mut join.optional {
-                    optional.matched = false;
-                    optional.under.fill(0);
+                if let Some(restricted) = &mut join.restricted {
+                    restricted.matched = false;
+                    restricted.under.fill(0);
                 }
             }
             Node::Merge(join) => {
@@ -1061,6 +1386,7 @@ impl Node {
                 top.beaten.clear();
                 top.out.load(Vec::new());
             }
+            Node::Closure(closure) => closure.reset(),
         }
     }
 
@@ -1076,8 +1402,8 @@ impl Node {
                 join.left.restart();
                 join.right.restart();
                 join.in_right = join.has_current;
-                if let Some(optional) = &mut join.optional {
-                    optional.restrict(&join.current);
+                if let Some(restricted) = &mut join.restricted {
+                    restricted.restrict(&join.current);
                 }
             }
             Node::Merge(join) => {
@@ -1093,6 +1419,10 @@ impl Node {
             Node::TopK(top) => {
                 top.input.restart();
                 top.out.expired = false;
+            }
+            Node::Closure(closure) => {
+                closure.forward.restart();
+                closure.backward.restart();
             }
         }
     }
@@ -1113,8 +1443,8 @@ impl Node {
             }
             Node::Join(join) => {
                 save_mapping(join.has_current, &join.current, out, foreign);
-                if let Some(optional) = &join.optional {
-                    out.push(optional.matched as i64);
+                if let Some(restricted) = &join.restricted {
+                    out.push(restricted.matched as i64);
                 }
                 join.left.save(out, foreign);
                 join.right.save(out, foreign);
@@ -1154,6 +1484,7 @@ impl Node {
                 }
                 top.input.save(out, foreign);
             }
+            Node::Closure(closure) => closure.save(out, foreign),
         }
     }
 
@@ -1212,6 +1543,18 @@ impl Node {
             }
             Node::Tally(tally) => tally.input.fraction(store, mu, None),
             Node::TopK(top) => top.input.fraction(store, mu, None),
+            // the nodes expanded of those found so far (more may come: a guess)
+            Node::Closure(closure) => match closure.phase {
+                Phase::Start => 0.0,
+                Phase::Done => 1.0,
+                _ => {
+                    let step = closure.step(mu).fraction(store, &closure.under, None);
+                    let found = closure.order.len().max(1) as f64;
+                    clamp(
+                        (closure.head as f64 + if closure.expanding { step } else { 0.0 }) / found,
+                    )
+                }
+            },
         }
     }
 
@@ -1228,6 +1571,7 @@ impl Node {
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.weight(store, mu),
             Node::Tally(tally) => tally.input.weight(store, mu),
             Node::TopK(top) => top.input.weight(store, mu),
+            Node::Closure(_) => 1,
         }
     }
 
@@ -1245,9 +1589,9 @@ impl Node {
             }
             Node::Join(join) => {
                 join.has_current = r.mapping(&mut join.current)?;
-                if let Some(optional) = &mut join.optional {
-                    optional.matched = r.count(Some(1))? == 1;
-                    optional.restrict(&join.current);
+                if let Some(restricted) = &mut join.restricted {
+                    restricted.matched = r.count(Some(1))? == 1;
+                    restricted.restrict(&join.current);
                 }
                 join.left.load(r)?;
                 join.right.load(r)?;
@@ -1289,6 +1633,7 @@ impl Node {
                 tally.out.load(rows);
                 tally.input.load(r)?;
             }
+            Node::Closure(closure) => closure.load(r)?,
             Node::TopK(top) => {
                 let n = r.count(Some(top.k as u64))?;
                 top.kept.clear();
@@ -1313,22 +1658,41 @@ impl IndexJoin {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         loop {
             if self.in_right {
-                let Some(optional) = &mut self.optional else {
+                let Some(restricted) = &mut self.restricted else {
                     if self.right.next(cx, &self.current, out)? {
                         return Ok(true);
                     }
                     self.in_right = false;
                     continue;
                 };
-                while self.right.next(cx, &optional.under, out)? {
-                    optional.matched = true;
-                    if optional.complete(&self.current, out) {
+                if restricted.mode == Mode::Optional {
+                    while self.right.next(cx, &restricted.under, out)? {
+                        restricted.matched = true;
+                        if restricted.complete(&self.current, out) {
+                            return Ok(true);
+                        }
+                    }
+                    self.in_right = false;
+                    if !restricted.matched {
+                        restricted.matched = true; // handed on: not again after a restart
+                        out.copy_from_slice(&self.current);
                         return Ok(true);
                     }
+                    continue;
                 }
+                // a filter: whether `right` gives a row decides (its row in `out` is scratch)
+                let keep = if restricted.matched {
+                    false // decided before a restart: handed on or dropped then
+                } else if restricted.mode == Mode::Minus && restricted.under.iter().all(|&v| v == 0)
+                {
+                    true // no shared variable bound: nothing to remove it
+                } else {
+                    let found = self.right.next(cx, &restricted.under, out)?;
+                    found == (restricted.mode == Mode::Exists)
+                };
+                restricted.matched = true;
                 self.in_right = false;
-                if !optional.matched {
-                    optional.matched = true; // handed on: not again after a restart
+                if keep {
                     out.copy_from_slice(&self.current);
                     return Ok(true);
                 }
@@ -1343,9 +1707,9 @@ impl IndexJoin {
             ) {
                 return Ok(false);
             }
-            if let Some(optional) = &mut self.optional {
-                optional.matched = false;
-                optional.restrict(&self.current);
+            if let Some(restricted) = &mut self.restricted {
+                restricted.matched = false;
+                restricted.restrict(&self.current);
             }
             self.right.reset();
             self.in_right = true;

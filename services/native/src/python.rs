@@ -1,6 +1,8 @@
 //! The Python module `quanta.native._core` (PyO3).
 
-use crate::exec::{Atom, Budget, Clock, Expired, Operand, Pattern, Spec, Status, Tree};
+use crate::exec::{
+    Atom, Budget, Clock, Expired, Mode, Operand, Pattern, Repeat, Spec, Status, Tree,
+};
 use crate::expr::{Expr, Func, Table};
 use crate::hdt::Hdt;
 use crate::index;
@@ -47,6 +49,13 @@ create_exception!(
     PageTooLarge,
     PyValueError,
     "The rows' terms outside the dictionary pass MAX_EXTRA_BYTES."
+);
+
+create_exception!(
+    _core,
+    StateTooLarge,
+    PyValueError,
+    "An operator's state passes its bound (a closure's nodes: CLOSURE_NODES)."
 );
 
 fn count_extra(total: &mut usize, term: &str) -> PyResult<()> {
@@ -125,7 +134,10 @@ impl NativeHdt {
     /// `("scan", pattern)` (a pattern: three codes, `id << 1` or `slot << 1 |
     /// 1`), `("values", slots, cells, rows)`, `("union", [plan, ..])`,
     /// `("join", left, right)` (index loop join), `("optional", left, right,
-    /// slots the left side may bind)` (its OPTIONAL), `("merge", left, pattern,
+    /// slots the left side may bind)` (its OPTIONAL), `("exists" | "not_exists" |
+    /// "minus", left, right, slots right runs under)` (its filters), `("closure",
+    /// forward step, backward step, from slot, to slot, subject, object, "*" | "+"
+    /// | "?")` (the ends as atoms' operands), `("merge", left, pattern,
     /// key slot)`, `("slice", input, offset, limit or None)`, `("tally", input,
     /// slots, count slot or None)`, `("topk", input, [(slot, descending)], k)`, `("filter",
     /// input, atoms, condition, test)` and `("extend", input, slot, value,
@@ -719,6 +731,7 @@ impl Pipeline {
                 steps,
                 check,
                 undecided: &mut ask,
+                error: None,
             };
             let terms = self.terms.as_ref().map(|t| t.bind(py));
             let mut table = PyTable {
@@ -733,6 +746,9 @@ impl Pipeline {
                 &mut buffer.ids,
             );
             quantum.setattr("budget", budget.steps)?;
+            if let Some(error) = budget.error {
+                return Err(StateTooLarge::new_err(error));
+            }
             done
         };
         let (status, produced) = status;
@@ -828,16 +844,51 @@ fn plan_spec(
                 None,
             )
         }
-        "optional" => {
+        "optional" | "exists" | "not_exists" | "minus" => {
+            let mode = match tag.as_str() {
+                "optional" => Mode::Optional,
+                "exists" => Mode::Exists,
+                "not_exists" => Mode::NotExists,
+                _ => Mode::Minus,
+            };
             let left = input(undecided)?;
             let right = Box::new(plan_spec(&item(2)?, width, undecided)?);
             let slots: Vec<usize> = item(3)?.extract()?;
             if slots.iter().any(|&s| s >= width) {
+                return Err(PyValueError::new_err(format!(
+                    "{tag}: a left slot is an undeclared variable"
+                )));
+            }
+            Spec::Join(left, right, Some((mode, slots)))
+        }
+        "closure" => {
+            let (from, to): (usize, usize) = (item(3)?.extract()?, item(4)?.extract()?);
+            let subject = operand(item(5)?.extract()?, width)?;
+            let object = operand(item(6)?.extract()?, width)?;
+            let repeat = match item(7)?.extract::<String>()?.as_str() {
+                "*" => Repeat::ZeroOrMore,
+                "+" => Repeat::OneOrMore,
+                "?" => Repeat::ZeroOrOne,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "closure: no path operator {other}"
+                    )))
+                }
+            };
+            if from >= width || to >= width || from == to {
                 return Err(PyValueError::new_err(
-                    "optional: a left slot is an undeclared variable",
+                    "closure: its step's ends are undeclared or the same",
                 ));
             }
-            Spec::Join(left, right, Some(slots))
+            Spec::Closure {
+                forward: input(undecided)?,
+                backward: Box::new(plan_spec(&item(2)?, width, undecided)?),
+                from,
+                to,
+                subject,
+                object,
+                repeat,
+            }
         }
         "merge" => {
             let key: usize = item(3)?.extract()?;
@@ -992,6 +1043,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::regexp::py::register(m)?;
     crate::query::py::register(m)?;
     m.add("PageTooLarge", m.py().get_type::<PageTooLarge>())?;
+    m.add("StateTooLarge", m.py().get_type::<StateTooLarge>())?;
     m.add("FULL", FULL)?;
     m.add("DONE", DONE)?;
     m.add("EXPIRED", EXPIRED)?;

@@ -1,6 +1,7 @@
 """Write the golden saved plans: one per operator state layout, in the format
 that introduced it (v1; v2 for a Tally or TopK at the root, a plan asked for
-partial answers; v3 for a LeftJoin, OPTIONAL). Run once per format version; never regenerate an existing file:
+partial answers; v3 for a LeftJoin, OPTIONAL; v4 for a SemiJoin, (NOT) EXISTS
+and MINUS, and a Closure, a property path). Run once per format version; never regenerate an existing file:
 they pin compatibility, so this only writes the cases whose files are missing.
 
 Each case is a query on the in-repo watdiv-100k, suspended by a step quantum
@@ -63,6 +64,19 @@ CASES = {
         P + "SELECT * WHERE { ?s sorg:nationality wsdbm:Country5 OPTIONAL { ?s wsdbm:likes ?p . ?p sorg:caption ?c } }",
         40,
         {"left_join", "index_join", "scan"},
+    ),
+    # suspended inside the right side's run for a left mapping (its decided flag saved)
+    "v4-semi-join": (
+        P + "SELECT * WHERE { ?s sorg:nationality wsdbm:Country5 . ?s wsdbm:follows ?f "
+        "FILTER NOT EXISTS { ?f wsdbm:likes ?p . ?p sorg:caption ?c } MINUS { ?f sorg:nationality wsdbm:Country2 } }",
+        60,
+        {"semi_join", "scan"},
+    ),
+    # suspended inside a step of its breadth-first run (the nodes reached so far saved)
+    "v4-closure": (
+        P + "SELECT * WHERE { wsdbm:Country5 ^sorg:nationality/(wsdbm:follows|wsdbm:friendOf)+ ?u } LIMIT 300",
+        3000,
+        {"closure", "union", "scan"},
     ),
 }
 PAGE_ROWS = {"v2-tally": 3, "v2-top-k": 2}

@@ -10,6 +10,7 @@ the same query left in this process's pool, and loads the state into it.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Set
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
@@ -18,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Operator, Tally, TopK, build
+from quanta.engine.operators import Operator, SemiJoin, Tally, TopK, build
 from quanta.engine.operators.native import NativeTree
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
@@ -34,10 +35,13 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # 2: layout 1 with a Tally or TopK at the root (partial answers; releases reading only 1 refuse
 # them as plan-version).
 # 3: layout 1 or 2 with a LeftJoin (OPTIONAL) somewhere (releases reading up to 2 refuse them).
+# 4: layout 1 to 3 with a SemiJoin ((NOT) EXISTS, MINUS) or a Closure (property path) somewhere
+# (releases reading up to 3 refuse them).
 FORMAT = 1
 PARTIAL_FORMAT = 2
 OPTIONAL_FORMAT = 3
-READABLE_FORMATS = frozenset({0, 1, 2, 3})
+SEMI_JOIN_FORMAT = 4
+READABLE_FORMATS = frozenset({0, 1, 2, 3, 4})
 # pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
 SELECT = cast("pb.QueryForm", 0)
 ASK = cast("pb.QueryForm", 1)
@@ -207,13 +211,18 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
 
 def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
-    if _has(tree.spec, "optional"):
+    if _has(tree.spec, FORMAT_4_OPERATORS):
+        return SEMI_JOIN_FORMAT
+    if _has(tree.spec, {"optional"}):
         return OPTIONAL_FORMAT
     return PARTIAL_FORMAT if isinstance(tree.operator, Tally | TopK) else FORMAT
 
 
-def _has(spec: object, tag: str) -> bool:
-    """Whether an operator `tag` is in a native spec (nested tuples and lists, each tuple's tag first)."""
+def _has(spec: object, tags: Set[str]) -> bool:
+    """Whether an operator of `tags` is in a native spec (nested tuples and lists, each tuple's tag first)."""
     if isinstance(spec, tuple):
-        return (bool(spec) and spec[0] == tag) or any(_has(part, tag) for part in spec[1:])
-    return isinstance(spec, list) and any(_has(part, tag) for part in spec)
+        return (bool(spec) and spec[0] in tags) or any(_has(part, tags) for part in spec[1:])
+    return isinstance(spec, list) and any(_has(part, tags) for part in spec)
+
+
+FORMAT_4_OPERATORS = frozenset({*SemiJoin.KINDS, "closure"})  # the operators format 4 brought

@@ -102,6 +102,9 @@ class Regex:
 class PageTooLarge(ValueError):
     """A render or decode call's terms outside the dictionary pass 256 MiB (src/python.rs)."""
 
+class StateTooLarge(ValueError):
+    """An operator's state passed its bound during a run (a closure's nodes: CLOSURE_NODES, src/exec.rs)."""
+
 class SparqlSyntaxError(ValueError):
     """Not SPARQL 1.1: args are (message, line, column), 1-based, the column in characters (src/query.rs)."""
 

@@ -183,6 +183,13 @@ class UnknownGraph(QuantaError):
     kind = ErrorKind.UNKNOWN_GRAPH
 
 
+class StateTooLarge(QuantaError):
+    """An operator's state on a worker passed its bound (a property path's closure reached more
+    nodes from one start than `CLOSURE_NODES`, services/native/src/exec.rs)."""
+
+    kind = ErrorKind.BUDGET_EXCEEDED
+
+
 class InvalidRequest(QuantaError):
     """A task asks for what its query cannot give (a column not in its head)."""
 

@@ -6,17 +6,22 @@ inside and runs the rest itself (`refusal`, `refusals`), and the W3C
 conformance harness knows which tests the server must refuse.
 
 Inside: BGPs, with sequence and inverse property paths (chains of triple
-patterns); multiset UNION; OPTIONAL; FILTER and BIND over deterministic expressions
-(the builtins `quanta.sparql.expressions` translates, and XSD casts);
-VALUES; and at the top of a SELECT or ASK, the projection, LIMIT/OFFSET and
-REDUCED. Outside: what needs all mappings at once (MINUS,
-DISTINCT, ORDER BY, GROUP BY and aggregates, EXISTS, subqueries), other
-property paths, GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE, extension
-functions, and the functions that would answer differently in different
-quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()). A query asked for
-partial answers may also be a DISTINCT, a GROUP BY with COUNT(*) or an
-ORDER BY ... LIMIT of a pattern inside (`partial`), answered per quantum for
-the client to merge.
+patterns) and closures with an anchored end (`triple_inside`); multiset
+UNION; OPTIONAL; FILTER and BIND over deterministic expressions (the builtins
+`quanta.sparql.expressions` translates, and XSD casts); a FILTER (NOT) EXISTS
+that is one of its FILTER's conjuncts, over a pattern inside without
+OPTIONAL, MINUS or EXISTS of its own (`exists_conjunct`); MINUS when every
+variable its two sides share is bound by each solution of its right side
+(`minus_inside`); VALUES; and at the top of a SELECT or ASK, the projection,
+LIMIT/OFFSET and REDUCED. Outside: what needs all mappings at once
+(DISTINCT, ORDER BY, GROUP BY and aggregates, other EXISTS and MINUS,
+subqueries), other property paths (alternatives and negated sets outside a
+closure, other closures), GRAPH, FROM, SERVICE, CONSTRUCT and DESCRIBE,
+extension functions, and the functions that would answer differently in
+different quanta of one query (NOW, RAND, UUID, STRUUID, BNODE()). A query
+asked for partial answers may also be a DISTINCT, a GROUP BY with COUNT(*)
+or an ORDER BY ... LIMIT of a pattern inside (`partial`), answered per
+quantum for the client to merge.
 
 Nodes are quanta's SPARQL algebra (`quanta.sparql.syntax.AlgebraNode`s, as
 `quanta.sparql.parse` gives them). Operators are named as the service's refusals name them (the
@@ -30,10 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from quanta.sparql.errors import UnsupportedQuery
-from quanta.sparql.syntax import AlgebraNode, PathInverse, PathSequence, PropertyPath, Var
+from quanta.sparql.paths import chain
+from quanta.sparql.syntax import AlgebraNode, BlankTerm, PathAlternative, PathInverse, PathRepeat, PathSequence, Var
 
 # Graph patterns the server evaluates (ToMultiSet: only over VALUES).
-SERVER_PATTERNS = frozenset({"BGP", "Join", "LeftJoin", "Union", "Filter", "Extend", "ToMultiSet", "values"})
+SERVER_PATTERNS = frozenset({"BGP", "Join", "LeftJoin", "Minus", "Union", "Filter", "Extend", "ToMultiSet", "values"})
 # Expression nodes the server evaluates besides builtins and casts.
 SERVER_EXPRESSIONS = frozenset(
     {
@@ -51,7 +57,6 @@ SERVER_EXPRESSIONS = frozenset(
 # Client-side graph patterns, by the operator named when refusing them. A
 # projection, slice or REDUCED below the top of the query is a subquery.
 CLIENT_PATTERNS = {
-    "Minus": "MINUS",
     "Distinct": "DISTINCT",
     "OrderBy": "ORDER BY",
     "Graph": "GRAPH",
@@ -82,10 +87,12 @@ def refusal(node: Any) -> str | None:
     name: str = node.name
     if name in SERVER_PATTERNS:
         if name == "BGP":
-            chains = all(_chain(term) for triple in node.triples for term in triple)
-            return None if chains else "property path"
+            inside = all(triple_inside(triple, node.triples) for triple in node.triples)
+            return None if inside else "property path"
         if name == "ToMultiSet" and node.p.name != "values":
             return "subquery"
+        if name == "Minus" and not minus_inside(node):
+            return "MINUS"
         return None
     if name in SERVER_EXPRESSIONS or name in _PARTS:
         return None
@@ -238,8 +245,55 @@ def refuse(found: Sequence[str]) -> None:
         raise UnsupportedQuery(found[0], DETAILS.get(found[0], ""))
 
 
+def minus_inside(node: Any) -> bool:
+    """Whether the server evaluates this MINUS (its sides aside): each variable both sides may
+    bind is bound by every solution of the right side, so that a solution of the right side
+    found under a left mapping's bindings of them shares a variable with it."""
+    from quanta.sparql.variables import certain, maybe
+
+    return maybe(node.p1) & maybe(node.p2) <= certain(node.p2)
+
+
+def exists_conjunct(expr: Any) -> bool:
+    """Whether a FILTER's conjunct is a (NOT) EXISTS the server evaluates: its pattern is inside
+    and has no OPTIONAL, MINUS or EXISTS of its own (the server runs it under the filtered
+    mapping's bindings, SPARQL's substitution, which those would see differently)."""
+    if getattr(expr, "name", None) not in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+        return False
+    graph = expr.graph
+    return server_evaluates(graph) and not any(
+        n.name in ("LeftJoin", "Minus") or (n.name == "Filter" and any(map(_is_exists, conjuncts(n.expr))))
+        for n in _patterns(graph)
+    )
+
+
+def conjuncts(expr: Any) -> list[Any]:
+    """FILTER(A && B && ...) as [A, B, ...]: a mapping passes the filter when it passes each."""
+    if isinstance(expr, AlgebraNode) and expr.name == "ConditionalAndExpression":
+        return [c for part in [expr.expr, *(expr.other or ())] for c in conjuncts(part)]
+    return [expr]
+
+
+def _is_exists(expr: Any) -> bool:
+    return getattr(expr, "name", None) in ("Builtin_EXISTS", "Builtin_NOTEXISTS")
+
+
+def _patterns(node: Any) -> Iterator[Any]:
+    """A graph pattern and those inside it (not those of EXISTS expressions)."""
+    yield node
+    for key in ("p", "p1", "p2"):
+        child = _param(node, key)
+        if isinstance(child, AlgebraNode):
+            yield from _patterns(child)
+
+
 def _walk(node: Any) -> Iterator[str]:
     if isinstance(node, AlgebraNode):
+        if node.name == "Filter":  # its EXISTS conjuncts the server evaluates are walked as patterns
+            for c in conjuncts(node.expr):
+                yield from _walk(c.graph if exists_conjunct(c) else c)
+            yield from _walk(node.p)
+            return
         operator = refusal(node)
         if operator is not None:
             yield operator
@@ -254,15 +308,43 @@ def _walk(node: Any) -> Iterator[str]:
                 yield from _walk(item)
 
 
-def _chain(term: Any) -> bool:
-    """A term, or a path the server expands into a chain of triple patterns:
-    sequences (p/q) and inverses (^p). Closures (*, +, ?), alternatives and
-    negated property sets are the client's."""
-    if isinstance(term, PathInverse):
-        return _chain(term.arg)
-    if isinstance(term, PathSequence):
-        return all(_chain(step) for step in term.args)
-    return not isinstance(term, PropertyPath)
+def triple_inside(triple: tuple[Any, Any, Any], triples: Sequence[tuple[Any, Any, Any]]) -> bool:
+    """Whether the server evaluates a triple pattern of the BGP `triples`: its predicate is a
+    term, or a sequence or inverse chain of terms (`paths.chain`), or a closure (p*, p+, p?) of a
+    path without closures of its own with an anchored end (`_anchored`). Other paths
+    (alternatives and negated sets outside a closure, closures of closures) are the client's."""
+    path = triple[1]
+    if chain(path):
+        return True
+    return isinstance(path, PathRepeat) and _no_closure(path.path) and triple in _anchored(triples)
+
+
+def _anchored(triples: Sequence[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """The closures of a BGP a worker can run: from an end that is a constant, or a variable a
+    pattern of the BGP binds first (a term or chain pattern, or a closure run before)."""
+    bound = {t for s, p, o in triples if chain(p) for t in (s, o)}
+    closures = [t for t in triples if isinstance(t[1], PathRepeat) and _no_closure(t[1].path)]
+    anchored: list[tuple[Any, Any, Any]] = []
+    while True:
+        ready = [t for t in closures if t not in anchored and any(_constant(e) or e in bound for e in (t[0], t[2]))]
+        if not ready:
+            return anchored
+        anchored += ready
+        bound |= {e for t in ready for e in (t[0], t[2])}
+
+
+def _constant(term: Any) -> bool:
+    return not isinstance(term, Var | BlankTerm)
+
+
+def _no_closure(path: Any) -> bool:
+    if isinstance(path, PathRepeat):
+        return False
+    if isinstance(path, PathInverse):
+        return _no_closure(path.arg)
+    if isinstance(path, PathSequence | PathAlternative):
+        return all(_no_closure(step) for step in path.args)
+    return True  # a term, or a negated property set
 
 
 def _param(node: Any, name: str) -> Any:

@@ -1,97 +1,23 @@
-"""Property paths as algebra (SPARQL 1.1 section 18.2.2.4): what the server
-evaluates becomes triples, joins, unions and filters; closures stay as
-`PathClosure` nodes for the client.
-
-- `p` and sequences and inverses of such: triples (the server expands
-  `p/q` and `^p` itself);
-- `(a|b)`: a UNION of the alternatives;
-- `!(p|^q)`: a triple with a fresh predicate variable, FILTERed by NOT IN
-  (and its inverse, in a UNION when both directions are negated);
-- `p*`, `p+`, `p?`: PathClosure(subject, path, object, mod), evaluated by
-  the client by breadth-first expansion (ops/paths.py).
-"""
+"""The smart client's first pass over property paths: a BGP keeps the triple patterns the server
+evaluates (`quanta.sparql.fragment.triple_inside`: terms, chains, and closures it can anchor);
+the others become algebra (`quanta.sparql.paths`), closures a PathClosure the client expands
+breadth first (ops/paths.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from quanta.sparql.syntax import (
-    AlgebraNode,
-    IriTerm,
-    PathAlternative,
-    PathInverse,
-    PathNegated,
-    PathRepeat,
-    PathSequence,
-    PropertyPath,
-    RdfTerm,
-    Var,
-)
+from quanta.sparql import fragment
+from quanta.sparql.paths import Fresh, expand, join_all
+from quanta.sparql.syntax import AlgebraNode, RdfTerm
 
 
-def server_path(path: Any) -> bool:
-    """A term, or a sequence/inverse chain of terms (the server's)."""
-    if isinstance(path, PathInverse):
-        return server_path(path.arg)
-    if isinstance(path, PathSequence):
-        return all(server_path(step) for step in path.args)
-    return not isinstance(path, PropertyPath)
-
-
-def expand_bgp(triples: list[tuple[RdfTerm, Any, RdfTerm]], fresh: Callable[[str], Var]) -> Any:
+def expand_bgp(triples: list[tuple[RdfTerm, Any, RdfTerm]], fresh: Fresh) -> Any:
     """A BGP whose paths are not all the server's, as algebra."""
-    plain = [t for t in triples if server_path(t[1])]
+    inside = [fragment.triple_inside(t, triples) for t in triples]
+    plain = [t for t, keep in zip(triples, inside, strict=True) if keep]
     parts: list[Any] = [AlgebraNode("BGP", triples=plain)] if plain else []
-    for s, path, o in triples:
-        if not server_path(path):
+    for (s, path, o), keep in zip(triples, inside, strict=True):
+        if not keep:
             parts.append(expand(s, path, o, fresh))
     return join_all(parts)
-
-
-def expand(s: RdfTerm, path: Any, o: RdfTerm, fresh: Callable[[str], Var]) -> Any:
-    if server_path(path):
-        return AlgebraNode("BGP", triples=[(s, path, o)])
-    if isinstance(path, PathInverse):
-        return expand(o, path.arg, s, fresh)
-    if isinstance(path, PathSequence):
-        parts = []
-        for step in path.args[:-1]:
-            link = fresh("path")
-            parts.append(expand(s, step, link, fresh))
-            s = link
-        parts.append(expand(s, path.args[-1], o, fresh))
-        return join_all(parts)
-    if isinstance(path, PathAlternative):
-        branches = [expand(s, alternative, o, fresh) for alternative in path.args]
-        node = branches[0]
-        for branch in branches[1:]:
-            node = AlgebraNode("Union", p1=node, p2=branch)
-        return node
-    if isinstance(path, PathNegated):
-        forward = [a for a in path.args if isinstance(a, IriTerm)]
-        backward = [a.arg for a in path.args if isinstance(a, PathInverse)]
-        sides = []
-        if forward:
-            sides.append(_negated(s, forward, o, fresh))
-        if backward:
-            sides.append(_negated(o, backward, s, fresh))
-        return sides[0] if len(sides) == 1 else AlgebraNode("Union", p1=sides[0], p2=sides[1])
-    if isinstance(path, PathRepeat):
-        return AlgebraNode("PathClosure", subject=s, path=path.path, object=o, mod=path.mod)
-    raise ValueError(f"unknown property path {path!r}")
-
-
-def _negated(s: RdfTerm, excluded: list[Any], o: RdfTerm, fresh: Callable[[str], Var]) -> Any:
-    predicate = fresh("np")
-    test = AlgebraNode("RelationalExpression", expr=predicate, op="NOT IN", other=list(excluded))
-    return AlgebraNode("Filter", expr=test, p=AlgebraNode("BGP", triples=[(s, predicate, o)]))
-
-
-def join_all(parts: list[Any]) -> Any:
-    if not parts:
-        return AlgebraNode("BGP", triples=[])
-    node = parts[0]
-    for part in parts[1:]:
-        node = AlgebraNode("Join", p1=node, p2=part)
-    return node

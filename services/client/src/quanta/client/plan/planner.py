@@ -10,6 +10,9 @@ A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
 - OPTIONAL: in the server's piece when it evaluates both sides (unless the
   client is asked to run it: OptJoin, one query, or BindLeftJoin), else a
   BindLeftJoin when it evaluates the right side, else a hash left join;
+- MINUS, FILTER (NOT) EXISTS and property-path closures the server evaluates
+  (`fragment.minus_inside`, `fragment.exists_conjunct`, `fragment.triple_inside`):
+  in the server's piece with their group; else
 - MINUS: a bind anti-join when the server evaluates the right side and every
   shared variable is bound by all its solutions, else a hash anti-join;
 - FILTER (NOT) EXISTS: the pattern with the rows' values injected into every
@@ -43,14 +46,16 @@ from quanta.client.ops.order import OrderBy
 from quanta.client.ops.paths import End, PathJoin, Steps
 from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources
 from quanta.client.ops.service import ServiceCall, ServiceJoin
-from quanta.client.plan.algebra import certain, copy_node, count_uses, has_optional, maybe, member, rewrite
+from quanta.client.plan.algebra import copy_node, count_uses, has_optional, member, rewrite
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.plan.serialize import Writer
 from quanta.client.transport import QueryError
 from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.paths import expand, join_all
 from quanta.sparql.syntax import AlgebraNode, IriTerm, LiteralTerm, RdfTerm, Var
 from quanta.sparql.terms import from_term, skolem, to_term
+from quanta.sparql.variables import all_variables, certain, maybe
 
 TRUE = LiteralTerm("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")
 NON_DETERMINISTIC = {"Builtin_RAND": "RAND", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID"}
@@ -203,7 +208,7 @@ class Planner:
             left = op if left is None else HashJoin(left, op, "join")
         if server:
             assert single is not None
-            whole = _join_all(server)
+            whole = join_all(server)
             if left is None:
                 left = Remote(self.piece(whole, scope, single))
             else:
@@ -291,7 +296,7 @@ class Planner:
         return HashJoin(left, self.plan(b, scope, graph), "minus")
 
     def _Filter(self, node: Any, scope: Scope, graph: Graphs) -> Op:
-        pattern, conjuncts = node.p, _conjuncts(node.expr)
+        pattern, conjuncts = node.p, fragment.conjuncts(node.expr)
         pushed = [c for c in conjuncts if _pushable(c)]
         for c in pushed:  # into the side of a join or OPTIONAL that binds all it reads
             moved = _push(pattern, c)
@@ -364,8 +369,6 @@ class Planner:
         """Every operator a closure's steps need is planned here, once (slots
         are all given before the query runs); at run time they are only combined."""
         a, b = self.hidden_var(scope, "a"), self.hidden_var(scope, "z")
-        from quanta.client.plan.paths import expand
-
         step = expand(a, node.path, b, lambda hint: self.hidden_var(scope, hint))
         slot_a, slot_b = scope.slot(a), scope.slot(b)
         single = graph.single
@@ -743,23 +746,10 @@ def _flatten(node: Any) -> list[Any]:
     return [node]
 
 
-def _join_all(parts: list[Any]) -> Any:
-    node = parts[0]
-    for part in parts[1:]:
-        node = AlgebraNode("Join", p1=node, p2=part)
-    return node
-
-
 def _branches(node: Any) -> list[Any]:
     if node.name == "Union":
         return _branches(node.p1) + _branches(node.p2)
     return [node]
-
-
-def _conjuncts(expr: Any) -> list[Any]:
-    if isinstance(expr, AlgebraNode) and expr.name == "ConditionalAndExpression":
-        return [c for part in [expr.expr, *(expr.other or ())] for c in _conjuncts(part)]
-    return [expr]
 
 
 def _pushable(expr: Any) -> bool:
@@ -788,14 +778,10 @@ def _push(node: Any, expr: Any) -> Any:
 
 
 def _expr_variables(expr: Any) -> set[Var]:
-    from quanta.client.plan.algebra import all_variables
-
     return set(all_variables(expr))
 
 
 def _all_vars(node: Any) -> list[Var]:
-    from quanta.client.plan.algebra import all_variables
-
     return list(dict.fromkeys(all_variables(node)))
 
 

@@ -22,7 +22,7 @@ from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.local import Rows
 from quanta.client.ops.remote import Columns, Piece, Remote, Sources
-from quanta.client.plan.algebra import Prepass, all_variables, maybe, member
+from quanta.client.plan.algebra import Prepass, member
 from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner, server_may_run
@@ -32,6 +32,7 @@ from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
 from quanta.sparql.terms import from_term
+from quanta.sparql.variables import all_variables, maybe
 
 if TYPE_CHECKING:
     from quanta.client.smart import DatasetSpec

@@ -19,7 +19,10 @@ from quanta.sparql.syntax import (
     BlankTerm,
     IriTerm,
     LiteralTerm,
+    PathAlternative,
     PathInverse,
+    PathNegated,
+    PathRepeat,
     PathSequence,
     PropertyPath,
     RdfTerm,
@@ -129,6 +132,9 @@ class Writer:
             if node.expr.name != "TrueFilter":
                 right += f" FILTER({self.expr(node.expr)})"
             return f"{left} OPTIONAL " + "{ " + f"{self.inject} {right}".strip() + " }"
+        if name == "Minus":
+            inline = node.p1.name in ("BGP", "Join", "LeftJoin", "Minus")
+            return f"{self.elements(node.p1) if inline else self.group(node.p1)} MINUS {self.group(node.p2)}"
         if name == "ToMultiSet":
             return self.elements(node.p)
         if name == "values":
@@ -160,6 +166,12 @@ class Writer:
             return f"^({self.path(path.arg)})"
         if isinstance(path, PathSequence):
             return "(" + "/".join(self.path(step) for step in path.args) + ")"
+        if isinstance(path, PathAlternative):
+            return "(" + "|".join(self.path(step) for step in path.args) + ")"
+        if isinstance(path, PathRepeat):
+            return f"({self.path(path.path)}){path.mod}"
+        if isinstance(path, PathNegated):
+            return "!(" + "|".join(self.path(step) for step in path.args) + ")"
         if isinstance(path, PropertyPath):
             raise ValueError(f"path {path} is not in the server fragment")
         return self.term(path)
@@ -199,6 +211,8 @@ class Writer:
             return "true"
         if name == "Function":
             return f"{iri_ref(str(e.iri))}({', '.join(self.expr(a) for a in _list(dict.get(e, 'expr')))})"
+        if name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+            return f"{'NOT ' if name == 'Builtin_NOTEXISTS' else ''}EXISTS {self.group(e.graph)}"
         if name.startswith("Builtin_"):
             builtin = name.removeprefix("Builtin_")
             if builtin in ("CONCAT", "COALESCE"):

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
-from quanta.engine.operators.joins import IndexJoin, LeftJoin, MergeJoin
+from quanta.engine.operators.closure import Closure
+from quanta.engine.operators.joins import IndexJoin, LeftJoin, MergeJoin, SemiJoin
 from quanta.engine.operators.partial import Tally, TopK
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
@@ -20,11 +21,13 @@ from quanta.engine.operators.union import Union
 from quanta.engine.operators.values import Values
 
 __all__ = [
+    "Closure",
     "IndexJoin",
     "LeftJoin",
     "MergeJoin",
     "Operator",
     "Scan",
+    "SemiJoin",
     "Slice",
     "Tally",
     "TopK",
@@ -59,6 +62,8 @@ BUILDERS: dict[str, Callable[..., Operator]] = {
     "tally": Tally.build,
     "top_k": TopK.build,
     "left_join": LeftJoin.build,
+    "semi_join": SemiJoin.build,
+    "closure": Closure.build,
 }
 
 

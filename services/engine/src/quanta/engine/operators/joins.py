@@ -1,6 +1,9 @@
-"""Joins: index loop join (Algorithm 5 of the SaGe paper), its OPTIONAL, and merge join (Algorithm 4)."""
+"""Joins: index loop join (Algorithm 5 of the SaGe paper), its OPTIONAL, (NOT) EXISTS and MINUS,
+and merge join (Algorithm 4)."""
 
 from __future__ import annotations
+
+from typing import cast
 
 from quanta.engine import pb
 from quanta.engine.context import Context
@@ -62,6 +65,48 @@ class LeftJoin(IndexJoin):
         from quanta.engine.operators import build
 
         return cls(ctx, build(msg.left, ctx), build(msg.right, ctx))
+
+
+class SemiJoin(IndexJoin):
+    """FILTER EXISTS, FILTER NOT EXISTS or MINUS (`kind`): for each mapping of `left`,
+    `right` under the bindings of `slots` only; the mapping is handed on when `right`
+    gives a row (EXISTS) or none (the others). EXISTS: `slots` are the variables of the
+    pattern the filter is on (SPARQL's substitution of its solution). MINUS: the variables
+    both sides share, which every row of `right` binds (the fragment admits no other), so
+    a row of `right` under them is a compatible solution with a shared variable; a
+    mapping binding none of them stays. Exact under any outer bindings.
+
+    State (native): as LeftJoin's, with whether the current left mapping is decided."""
+
+    __slots__ = ("kind", "slots")
+
+    KINDS = {"exists": 0, "not_exists": 1, "minus": 2}  # pb.SemiJoin.Kind, by native spec tag
+
+    def __init__(self, ctx: Context, left: Operator, right: Operator, kind: str, slots: list[int]) -> None:
+        super().__init__(ctx, left, right)
+        self.kind = kind
+        self.slots = sorted(slots)
+
+    def describe(self) -> pb.Operator:
+        kind = cast("pb.SemiJoin.Kind", self.KINDS[self.kind])
+        return pb.Operator(
+            semi_join=pb.SemiJoin(left=self.left.describe(), right=self.right.describe(), kind=kind, slots=self.slots)
+        )
+
+    def spec(self) -> Spec:
+        return (self.kind, self.left.spec(), self.right.spec(), self.slots)
+
+    @classmethod
+    def build(cls, msg: pb.SemiJoin, ctx: Context) -> SemiJoin:  # type: ignore[override]
+        from quanta.engine.operators import build
+
+        kind = next((k for k, v in cls.KINDS.items() if v == msg.kind), None)
+        if kind is None or any(s >= ctx.width for s in msg.slots):
+            raise ValueError("semi join: an unknown kind, or a slot of an undeclared variable")
+        return cls(ctx, build(msg.left, ctx), build(msg.right, ctx), kind, list(msg.slots))
+
+    def variables(self) -> set[int]:
+        return self.left.variables()  # right's rows are never handed on
 
 
 class MergeJoin(Operator):

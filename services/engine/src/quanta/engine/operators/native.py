@@ -19,6 +19,8 @@ from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
+from quanta.native._core import StateTooLarge as NativeStateTooLarge
+from quanta.sparql.errors import StateTooLarge
 from quanta.sparql.term_table import TermSaver
 
 Demand = Callable[[], int | None]
@@ -58,7 +60,10 @@ class NativeTree:
             wanted = ctx.wanted()
             step = size if wanted is None else max(1, min(size, wanted))
             left = quantum.deadline - perf_counter() if native_clock else None
-            status = pipeline.run(into, step, quantum, QuantumExpired, left, CHECK_EVERY)
+            try:
+                status = pipeline.run(into, step, quantum, QuantumExpired, left, CHECK_EVERY)
+            except NativeStateTooLarge as error:
+                raise StateTooLarge(str(error)) from None
             yield
             if status == EXPIRED:
                 raise QuantumExpired

@@ -3,7 +3,8 @@
 What the server evaluates is decided by `quanta.sparql.fragment`: anything
 else is refused first (UnsupportedQuery naming the operator the smart client
 must run), so what is refused never depends on the data. The fragment: BGP,
-multiset UNION, OPTIONAL (a LeftJoin), FILTER over pure expressions, BIND, VALUES, SELECT
+multiset UNION, OPTIONAL (a LeftJoin), FILTER over pure expressions, FILTER (NOT) EXISTS
+and MINUS (a SemiJoin), property-path closures with an anchored end (a Closure), BIND, VALUES, SELECT
 projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1); and, for a query
 asked for partial answers, a DISTINCT or a GROUP BY with COUNT(*) (a Tally), or an
 ORDER BY ... LIMIT (a TopK).
@@ -11,12 +12,13 @@ ORDER BY ... LIMIT (a TopK).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import LeftJoin, Operator, Scan, Slice, Tally, TopK, Union, Values
+from quanta.engine.operators import Closure, LeftJoin, Operator, Scan, SemiJoin, Slice, Tally, TopK, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.planner import Component, plan_join
@@ -24,9 +26,20 @@ from quanta.engine.storage import TripleStore
 from quanta.sparql import fragment
 from quanta.sparql.errors import UnsupportedQuery
 from quanta.sparql.parse import ParsedQuery, bounded, read
-from quanta.sparql.syntax import BlankTerm, PathInverse, PathSequence, PropertyPath, RdfTerm, Var
+from quanta.sparql.paths import expand
+from quanta.sparql.syntax import (
+    AlgebraNode,
+    BlankTerm,
+    PathInverse,
+    PathRepeat,
+    PathSequence,
+    PropertyPath,
+    RdfTerm,
+    Var,
+)
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import from_term
+from quanta.sparql.variables import maybe
 
 Triple = tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]
 
@@ -47,6 +60,8 @@ class Compiler:
     partial: bool = False
     names: list[str] = field(default_factory=list)
     slots: dict[RdfTerm, int] = field(default_factory=dict)
+    # while an EXISTS pattern compiles: the filtered pattern's variables, which its expressions see too
+    injected: frozenset[Var] = frozenset()
 
     def __post_init__(self) -> None:
         self.base = self.parsed.algebra.prologue.base  # IRI() resolves relative IRIs against it
@@ -133,7 +148,7 @@ class Compiler:
 
             inner = self.pattern(node.p, bound)
             slot = self.slot(node.var)
-            expr, _ = self.expression(node)
+            expr, _ = self.expression(node.expr, node.p)
             return Component(
                 Extend(self.ctx, inner.operator, slot, expr),
                 inner.estimate,
@@ -142,6 +157,10 @@ class Compiler:
             )
         if name == "LeftJoin":
             return self.left_join(node, bound)
+        if name == "Minus":
+            return self.minus(node, bound)
+        if name == "PathClosure":
+            return self.closure(node)
         if name == "ToMultiSet":  # VALUES, or a subquery
             return self.values(node.p) if node.p.name == "values" else self.pattern(node.p, bound)
         if name == "values":
@@ -167,11 +186,65 @@ class Compiler:
             left.certain,
         )
 
+    def minus(self, node: Any, bound: frozenset[int]) -> Component:
+        """p1 MINUS { p2 }: p2 runs under the bindings of the variables the two sides share
+        (each solution of p2 binds them: `fragment.minus_inside`), on its own otherwise."""
+        left = self.pattern(node.p1, bound)
+        shared = [self.slot(v) for v in sorted(maybe(node.p1) & maybe(node.p2), key=str)]
+        if not shared:
+            return left  # no shared variable: MINUS removes nothing
+        right = self.pattern(node.p2, frozenset(shared) & left.certain)
+        return Component(
+            SemiJoin(self.ctx, left.operator, right.operator, "minus", shared),
+            left.estimate,
+            left.variables,
+            left.certain,
+        )
+
+    def closure(self, node: Any) -> Component:
+        """`s path* o` (or +, ?): one step of the path between two slots of its own, planned
+        from either end (`Closure` runs from the end bound when it starts)."""
+        # slots of its own (a space is in no label of the query's blank nodes)
+        names = (BlankTerm(f"closure {len(self.names)} {n}") for n in itertools.count())
+        source, target = next(names), next(names)
+        step = expand(source, node.path, target, lambda _: next(names))
+        forward = self.pattern(step, frozenset({self.slot(source)}))
+        backward = self.pattern(step, frozenset({self.slot(target)}))
+        subject, obj = self.end(node.subject), self.end(node.object)
+        variables = frozenset(code >> 1 for code in (subject, obj) if code & 1)
+        steps = (self.slot(source), self.slot(target))
+        operator = Closure(self.ctx, forward.operator, backward.operator, steps, subject, obj, node.mod)
+        requires = variables if subject & obj & 1 else frozenset()
+        return Component(operator, max(forward.estimate, 1), variables, variables, requires)
+
+    def end(self, term: RdfTerm) -> int:
+        """A closure's end as the plan holds it: `slot << 1 | 1`, or a term's `id << 1`."""
+        return self.slot(term) << 1 | 1 if isinstance(term, Var | BlankTerm) else self.term(term) << 1
+
+    def exists(self, filtered: Component, condition: Any, pattern: Any) -> Component:
+        """FILTER (NOT) EXISTS { p } on the solutions of `pattern`: p runs under their bindings
+        (SPARQL's substitution), its expressions seeing them too."""
+        visible = frozenset(v for v in in_scope(pattern) if isinstance(v, Var))
+        slots = [self.slot(v) for v in sorted(visible, key=str)]
+        outer, self.injected = self.injected, self.injected | visible
+        try:
+            right = self.pattern(condition.graph, frozenset(slots) & filtered.certain)
+        finally:
+            self.injected = outer
+        kind = "not_exists" if condition.name == "Builtin_NOTEXISTS" else "exists"
+        return Component(
+            SemiJoin(self.ctx, filtered.operator, right.operator, kind, slots),
+            filtered.estimate,
+            filtered.variables,
+            filtered.certain,
+        )
+
     def group(self, node: Any, bound: frozenset[int]) -> Component:
-        """A join group: its triple patterns and sub-patterns, and its FILTERs
-        (placed by the planner as soon as their variables are bound)."""
+        """A join group: its triple patterns and sub-patterns, and its FILTERs (placed by the
+        planner as soon as their variables are bound; a (NOT) EXISTS after the whole join)."""
         parts: list[Any] = []
         filters: list[tuple[pb.Expr, frozenset[int]]] = []
+        exists: list[tuple[Any, Any]] = []
         triples: list[Triple] = []
         stack = [node]
         while stack:
@@ -179,14 +252,24 @@ class Compiler:
             if n.name == "Join":
                 stack += [n.p2, n.p1]
             elif n.name == "BGP":
-                triples += [t for triple in n.triples for t in self.expand_path(triple)]
+                for s, p, o in n.triples:
+                    if isinstance(p, PathRepeat):  # anchored (fragment.triple_inside): the planner binds an end first
+                        parts.append(AlgebraNode("PathClosure", subject=s, path=p.path, object=o, mod=p.mod))
+                    else:
+                        triples += self.expand_path((s, p, o))
             elif n.name == "Filter":
-                if getattr(n.expr, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
-                    filters += _conjuncts(*self.expression(n))
+                for c in fragment.conjuncts(n.expr):
+                    if fragment.exists_conjunct(c):
+                        exists.append((c, n.p))
+                    elif getattr(c, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
+                        filters.append(self.expression(c, n.p))
                 stack.append(n.p)
             else:
                 parts.append(n)
-        return self.join_group(triples, filters, parts, bound)
+        component = self.join_group(triples, filters, parts, bound)
+        for condition, pattern in exists:
+            component = self.exists(component, condition, pattern)
+        return component
 
     def join_group(
         self,
@@ -329,17 +412,17 @@ class Compiler:
         certain = frozenset(s for i, s in enumerate(slots) if all(r[i] for r in rows))
         return Component(Values(self.ctx, slots, rows), len(rows), frozenset(slots), certain)
 
-    def expression(self, node: Any) -> tuple[pb.Expr, frozenset[int]]:
-        """A FILTER's condition or a BIND's expression (`node.expr`, over the variables of
-        `node.p`) as the plan holds it, and the slots it reads. The expression modules (and
-        protobuf) are imported only by a query with expressions (`quanta.engine.operators`)."""
+    def expression(self, expr: Any, pattern: Any) -> tuple[pb.Expr, frozenset[int]]:
+        """A FILTER's condition or a BIND's expression (over the variables of `pattern`) as the
+        plan holds it, and the slots it reads. The expression modules (and protobuf) are
+        imported only by a query with expressions (`quanta.engine.operators`)."""
         from quanta.sparql import expressions
 
-        expr = expressions.to_proto(node.expr, self.scope(node.p), self.base)
-        return expr, frozenset(expressions.variables(expr))
+        compiled = expressions.to_proto(expr, self.scope(pattern), self.base)
+        return compiled, frozenset(expressions.variables(compiled))
 
     def scope(self, node: Any) -> ExpressionScope:
-        return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Var)))
+        return ExpressionScope(self, frozenset(v for v in in_scope(node) if isinstance(v, Var)) | self.injected)
 
 
 @dataclass(frozen=True)
@@ -361,6 +444,8 @@ def in_scope(node: Any) -> set[RdfTerm]:
     name = node.name
     if name == "BGP":
         return {t for triple in node.triples for t in triple if isinstance(t, Var | BlankTerm)}
+    if name == "PathClosure":
+        return {t for t in (node.subject, node.object) if isinstance(t, Var | BlankTerm)}
     if name in ("Join", "Union", "LeftJoin", "Minus"):
         return in_scope(node.p1) | (set() if name == "Minus" else in_scope(node.p2))
     if name == "Extend":
@@ -390,16 +475,6 @@ def _nesting(node: Any) -> int:
         elif isinstance(value, list | tuple):
             stack.extend((v, depth) for v in value if not isinstance(v, str))
     return deepest
-
-
-def _conjuncts(expr: pb.Expr, reads: frozenset[int]) -> list[tuple[pb.Expr, frozenset[int]]]:
-    """FILTER(A && B) as FILTER(A) FILTER(B), each with the slots it reads: a mapping passes both
-    exactly when A && B is true, and each is placed as soon as its own variables are bound."""
-    from quanta.sparql import expressions
-
-    if expr.WhichOneof("kind") == "call" and expr.call.function == pb.FUNCTION_AND:
-        return [c for arg in expr.call.args for c in _conjuncts(arg, frozenset(expressions.variables(arg)))]
-    return [(expr, reads)]
 
 
 def _call(function: pb.Function, *args: pb.Expr) -> pb.Expr:

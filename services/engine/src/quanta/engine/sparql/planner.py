@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators import IndexJoin, MergeJoin, Operator, Scan
+from quanta.sparql.errors import UnsupportedQuery
 
 # Measured on pyHDT (docs/benchmarks.md): one index lookup costs about 16
 # times as much as reading one more entry of an open scan.
@@ -30,6 +31,7 @@ class Component:
     estimate: int
     variables: frozenset[int]  # slots it may bind
     certain: frozenset[int]  # slots it binds in every mapping
+    requires: frozenset[int] = frozenset()  # one of these bound before it runs (a closure's variable ends)
 
 
 def plan_join(
@@ -40,14 +42,15 @@ def plan_join(
 ) -> Component:
     remaining = list(components)
     pending = list(filters)
-    first = min(remaining, key=lambda c: _cost(c, bound))
+    first = min(_ready(remaining, bound), key=lambda c: _cost(c, bound))
     remaining.remove(first)
     op, estimate = first.operator, first.estimate
     variables, own = first.variables, first.certain
     certain = own | bound
     op, pending = _attach_filters(ctx, op, pending, certain)
     while remaining:
-        connected = [c for c in remaining if c.variables & certain] or remaining
+        ready = _ready(remaining, certain)
+        connected = [c for c in ready if c.variables & certain] or ready
         nxt = min(connected, key=lambda c: _cost(c, certain))
         remaining.remove(nxt)
         op = _join(ctx, op, estimate, nxt, certain)
@@ -59,6 +62,15 @@ def plan_join(
     for expr, _ in pending:  # variables that may stay unbound: filter at the end
         op = _filter(ctx, op, expr)
     return Component(op, estimate, variables, own)
+
+
+def _ready(components: list[Component], bound: frozenset[int]) -> list[Component]:
+    """Those that may run now (a closure once one of its variable ends is bound: the fragment
+    admits only closures some pattern of their group anchors, `fragment.triple_inside`)."""
+    ready = [c for c in components if not c.requires or c.requires & bound]
+    if not ready:
+        raise UnsupportedQuery("property path", "no end of the closure is bound")
+    return ready
 
 
 def _cost(c: Component, bound: frozenset[int]) -> tuple[int, int]:
