@@ -96,9 +96,21 @@ def test_shipped_and_merged_is_pyoxigraphs_answer(transport: LocalTransport, nam
         assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
 
 
+def test_min_beside_count_is_the_tallys(transport: LocalTransport) -> None:
+    """MIN of an entity beside COUNT(*): the tally keeps one MIN per group (not one row per
+    solution), so the group is shipped and moves fewer bytes than its rows."""
+    query = P + f"SELECT ?r (COUNT(*) AS ?n) (MIN(?v) AS ?first) (MAX(?u) AS ?last) WHERE {{ {RATED} }} GROUP BY ?r"
+    head, rows, execution = run(transport, query)
+    assert all(r.piece.partial for r in remotes(execution.plan.root))
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+    _, _, plain = run(transport, P + f"SELECT ?r ?v ?u WHERE {{ {RATED} }}")
+    assert execution.context.requester.bytes * 10 < plain.context.requester.bytes
+
+
 def test_a_group_whose_tally_would_not_reduce_ships_rows(transport: LocalTransport) -> None:
-    """MIN of an entity beside COUNT(*): one tallied row per solution; the rows are shipped instead."""
-    query = P + f"SELECT ?r (COUNT(*) AS ?n) (MIN(?v) AS ?first) WHERE {{ {RATED} }} GROUP BY ?r"
+    """COUNT(DISTINCT) of an entity beside COUNT(*): one tallied row per solution; the rows are
+    shipped instead."""
+    query = P + f"SELECT ?r (COUNT(*) AS ?n) (COUNT(DISTINCT ?v) AS ?d) WHERE {{ {RATED} }} GROUP BY ?r"
     head, rows, execution = run(transport, query)
     assert not any(r.piece.partial for r in remotes(execution.plan.root))
     assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
@@ -121,10 +133,10 @@ def test_a_group_past_the_memory_budget_is_refused_no_more() -> None:
 
 
 def test_a_piece_sends_back_only_what_is_used_outside_it(transport: LocalTransport) -> None:
-    """Under a GROUP BY the client runs (MIN beside SUM: not shipped), the piece projects the
-    key and the arguments, not the review it joins through; a subquery's ?v is not the outer ?v
-    (SPARQL's scoping), so the two do not join on it."""
-    grouped = P + f"SELECT ?u (SUM(xsd:integer(?r)) AS ?s) (MIN(?r) AS ?lo) WHERE {{ {RATED} }} GROUP BY ?u"
+    """Under a GROUP BY the client runs (COUNT(DISTINCT) beside SUM: not shipped), the piece
+    projects the key and the arguments, not the review it joins through; a subquery's ?v is not
+    the outer ?v (SPARQL's scoping), so the two do not join on it."""
+    grouped = P + f"SELECT ?u (SUM(xsd:integer(?r)) AS ?s) (COUNT(DISTINCT ?r) AS ?d) WHERE {{ {RATED} }} GROUP BY ?u"
     head, rows, execution = run(transport, grouped)
     (remote,) = remotes(execution.plan.root)
     selected = remote.text.split(" WHERE")[0].split()[1:]
@@ -183,3 +195,19 @@ def test_quanta_client_stats_say_where_an_operator_ran(
     plain = capsys.readouterr().err.splitlines()
     assert len(shipped) > 1 and all(line.startswith("query ok partial ") for line in shipped)
     assert plain and all(line.startswith("query ok ") and " partial " not in line for line in plain)
+
+
+def test_the_plan_says_what_runs_where(transport: LocalTransport) -> None:
+    """`quanta client --stats` prints the plan: operators the workers run are in a piece's query
+    (GROUP BY's partial answers, OPTIONAL, NOT EXISTS), the client's are lines of their own."""
+    from quanta.client.sync import SyncClient
+
+    query = (
+        "SELECT ?p (COUNT(*) AS ?n) WHERE { ?u wsdbm:likes ?p OPTIONAL { ?u <http://schema.org/email> ?e } "
+        "FILTER NOT EXISTS { ?u wsdbm:follows ?f } } GROUP BY ?p ORDER BY ?n"
+    )
+    with SyncClient(transport) as client:
+        lines = client.query(P + query, "watdiv").explain().splitlines()
+    (remote,) = [line.strip() for line in lines if line.strip().startswith("Remote")]
+    assert all(part in remote for part in ("GROUP BY ?p", "OPTIONAL", "NOT EXISTS"))
+    assert any(line.strip().startswith("OrderBy") for line in lines)

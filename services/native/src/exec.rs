@@ -13,7 +13,8 @@
 //! evaluator (`Budget::undecided`).
 
 use crate::expr::{Eval, Expr, Table, Terms, Val};
-use crate::order::{compare_rows, OrderKey};
+use crate::order::{compare, compare_rows, OrderKey};
+use std::cmp::Ordering;
 use crate::store::{Cursor, Store, Triple};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -284,11 +285,13 @@ pub enum Spec {
         value: Option<Expr>,
     },
     /// the input's distinct rows over `slots`, each once per quantum, with
-    /// how many times it came in `count` (if some)
+    /// how many times it came in `count` (if some), and per row the MIN, MAX
+    /// or SAMPLE of other slots (`reduced`: source slot, target slot, which)
     Tally {
         input: Box<Spec>,
         slots: Vec<usize>,
         count: Option<usize>,
+        reduced: Vec<(usize, usize, Reduce)>,
     },
     /// the input's first `k` rows of each quantum in the order of `keys`
     /// (slot, descending)
@@ -309,6 +312,15 @@ pub enum Spec {
         object: Operand,
         repeat: Repeat,
     },
+}
+
+/// A value a tally keeps per row of its key slots: the least or greatest in
+/// ORDER BY's order, or the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Min,
+    Max,
+    Sample,
 }
 
 /// A closure's operator: `*`, `+` or `?`.
@@ -781,21 +793,34 @@ struct Tally {
     input: Node,
     slots: Vec<usize>,
     count: Option<usize>,
-    /// each distinct row: (its place in first-seen order, its count)
-    table: HashMap<Vec<i64>, (usize, u64), BuildHasherDefault<IdHasher>>,
+    reduced: Vec<(usize, usize, Reduce)>,
+    /// each distinct row: its place in first-seen order, its count, its reduced values
+    table: HashMap<Vec<i64>, Tallied, BuildHasherDefault<IdHasher>>,
     key: Vec<i64>,
-    /// rows to hand on: (key, count)
-    out: HandOn<(Vec<i64>, u64)>,
+    /// rows to hand on: (key, count, reduced values)
+    out: HandOn<(Vec<i64>, u64, Vec<i64>)>,
     row: Vec<i64>,
+    /// the current row's reduced values to keep (`reduce`)
+    pending: Vec<(Option<i64>, Option<OrderKey>)>,
+}
+
+struct Tallied {
+    place: usize,
+    count: u64,
+    /// per reduced slot, the value kept (0: none yet) and its place in the order
+    kept: Vec<(i64, Option<OrderKey>)>,
 }
 
 impl Tally {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
         loop {
-            if let Some((key, n)) = self.out.next()? {
+            if let Some((key, n, reduced)) = self.out.next()? {
                 out.copy_from_slice(mu);
                 for (&slot, &v) in self.slots.iter().zip(key) {
                     out[slot] = v;
+                }
+                for (&(_, target, _), &v) in self.reduced.iter().zip(reduced) {
+                    out[target] = v;
                 }
                 if let Some(slot) = self.count {
                     // 0 (unbound) only without a term table, which a plan always has
@@ -819,16 +844,32 @@ impl Tally {
             return Ok(true);
         }
         let mut done = false;
-        while self.table.len() < TALLY_ROWS {
+        // rows handed on as they are count too: what a saved plan holds stays bounded
+        while self.table.len() + self.out.rows.len() < TALLY_ROWS {
             match self.input.next(cx, mu, &mut self.row) {
                 Ok(true) => {
                     self.key.clear();
                     self.key.extend(self.slots.iter().map(|&s| self.row[s]));
-                    if let Some((_, n)) = self.table.get_mut(self.key.as_slice()) {
-                        *n += 1;
+                    if !self.reduced.is_empty() && !self.reduce(cx) {
+                        // a value this side cannot place as the client does: the row goes on as it is
+                        let values = self.reduced.iter().map(|&(s, _, _)| self.row[s]).collect();
+                        self.out.rows.push((self.key.clone(), 1, values));
+                        continue;
+                    }
+                    if let Some(entry) = self.table.get_mut(self.key.as_slice()) {
+                        entry.count += 1;
                     } else {
                         let place = self.table.len();
-                        self.table.insert(self.key.clone(), (place, 1));
+                        let kept = vec![(0, None); self.reduced.len()];
+                        self.table.insert(self.key.clone(), Tallied { place, count: 1, kept });
+                    }
+                    if !self.reduced.is_empty() {
+                        let entry = self.table.get_mut(self.key.as_slice()).expect("just counted");
+                        for (kept, (id, key)) in entry.kept.iter_mut().zip(self.pending.drain(..)) {
+                            if let Some(id) = id {
+                                *kept = (id, key);
+                            }
+                        }
                     }
                 }
                 Ok(false) => {
@@ -845,11 +886,60 @@ impl Tally {
             }
         }
         let mut rows: Vec<_> = self.table.drain().collect();
-        rows.sort_unstable_by_key(|(_, (place, _))| *place); // first seen, first handed on
-        self.out
-            .rows
-            .extend(rows.into_iter().map(|(key, (_, n))| (key, n)));
+        rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
+        self.out.rows.extend(rows.into_iter().map(|(key, entry)| {
+            let kept = entry.kept.into_iter().map(|(id, _)| id).collect();
+            (key, entry.count, kept)
+        }));
         Ok(!(done && self.out.rows.is_empty()))
+    }
+
+    /// Decide the row's reduced values against its row's kept ones (`pending`: Some(new
+    /// value and its key) to keep, None to leave); false when one cannot be placed here as
+    /// the client orders it (a decimal, a date..., or a tie of a computed term): the row is
+    /// then not tallied.
+    fn reduce(&mut self, cx: &mut Cx) -> bool {
+        self.pending.clear();
+        let entry = self.table.get(self.key.as_slice());
+        for (i, &(source, _, how)) in self.reduced.iter().enumerate() {
+            let id = self.row[source];
+            let (kept, kept_key) =
+                entry.map_or((0, None), |e| (e.kept[i].0, e.kept[i].1.as_ref()));
+            if id == 0 || id == kept || (how == Reduce::Sample && kept != 0) {
+                self.pending.push((None, None)); // unbound is no value; the same term changes nothing
+                continue;
+            }
+            if how == Reduce::Sample {
+                self.pending.push((Some(id), None));
+                continue;
+            }
+            let Some(key) = cx.terms.get(cx.store, cx.table, id).ok().and_then(|t| t.order_key()) else {
+                return false;
+            };
+            let order = match kept_key {
+                None => {
+                    self.pending.push((Some(id), Some(key))); // nothing kept yet: this one
+                    continue;
+                }
+                Some(k) => match compare(&key, k) {
+                    // the same place, other terms: the client's last resort, their strings
+                    Ordering::Equal if id > 0 && kept > 0 => {
+                        let (mut a, mut b) = (Vec::new(), Vec::new());
+                        if cx.store.extract_into(id as u64, &mut a).is_err()
+                            || cx.store.extract_into(kept as u64, &mut b).is_err()
+                        {
+                            return false;
+                        }
+                        a.cmp(&b)
+                    }
+                    Ordering::Equal => return false,
+                    order => order,
+                },
+            };
+            let better = if how == Reduce::Min { order.is_lt() } else { order.is_gt() };
+            self.pending.push(if better { (Some(id), Some(key)) } else { (None, None) });
+        }
+        true
     }
 
     /// COUNT(*) of one triple pattern, no key: HDT's exact count of what is
@@ -869,7 +959,7 @@ impl Tally {
         let variables = codes.len();
         codes.sort_unstable();
         codes.dedup();
-        if !self.slots.is_empty() || codes.len() != variables {
+        if !self.slots.is_empty() || !self.reduced.is_empty() || codes.len() != variables {
             return Ok(false);
         }
         let total = scan.pattern.count(cx.store, mu);
@@ -879,7 +969,7 @@ impl Tally {
         cx.budget.step()?;
         let left = total - scan.offset;
         scan.offset = total;
-        self.out.rows.push((Vec::new(), left));
+        self.out.rows.push((Vec::new(), left, Vec::new()));
         Ok(true)
     }
 }
@@ -1216,14 +1306,17 @@ impl Node {
                 input,
                 slots,
                 count,
+                reduced,
             } => Node::Tally(Box::new(Tally {
                 input: Node::build(*input, width, terms, numbers),
                 slots,
                 count,
+                reduced,
                 table: HashMap::default(),
                 key: Vec::new(),
                 out: HandOn::new(),
                 row: vec![0; width],
+                pending: Vec::new(),
             })),
         }
     }
@@ -1464,7 +1557,7 @@ impl Node {
             Node::Tally(tally) => {
                 let left = tally.out.left();
                 out.push(left.len() as i64);
-                for (key, n) in left {
+                for (key, n, reduced) in left {
                     for &v in key {
                         if v < 0 {
                             foreign.push(out.len());
@@ -1472,6 +1565,12 @@ impl Node {
                         out.push(v);
                     }
                     out.push(*n as i64);
+                    for &v in reduced {
+                        if v < 0 {
+                            foreign.push(out.len());
+                        }
+                        out.push(v);
+                    }
                 }
                 tally.input.save(out, foreign);
             }
@@ -1628,7 +1727,12 @@ impl Node {
                     if count == 0 {
                         return Err("tally: a row counted 0 times".into());
                     }
-                    rows.push((key, count));
+                    let mut reduced = Vec::with_capacity(tally.reduced.len());
+                    for _ in 0..tally.reduced.len() {
+                        let v = r.next()?;
+                        reduced.push(if v < 0 { (r.restore)(v)? } else { v });
+                    }
+                    rows.push((key, count, reduced));
                 }
                 tally.out.load(rows);
                 tally.input.load(r)?;

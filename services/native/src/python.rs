@@ -1,7 +1,7 @@
 //! The Python module `quanta.native._core` (PyO3).
 
 use crate::exec::{
-    Atom, Budget, Clock, Expired, Mode, Operand, Pattern, Repeat, Spec, Status, Tree,
+    Atom, Budget, Clock, Expired, Mode, Operand, Pattern, Reduce, Repeat, Spec, Status, Tree,
 };
 use crate::expr::{Expr, Func, Table};
 use crate::hdt::Hdt;
@@ -139,7 +139,7 @@ impl NativeHdt {
     /// forward step, backward step, from slot, to slot, subject, object, "*" | "+"
     /// | "?")` (the ends as atoms' operands), `("merge", left, pattern,
     /// key slot)`, `("slice", input, offset, limit or None)`, `("tally", input,
-    /// slots, count slot or None)`, `("topk", input, [(slot, descending)], k)`, `("filter",
+    /// slots, count slot or None, [(source, target, "min" | "max" | "sample")])`, `("topk", input, [(slot, descending)], k)`, `("filter",
     /// input, atoms, condition, test)` and `("extend", input, slot, value,
     /// compute)`. Atoms: `(same, (is_slot, value), (is_slot, value))`, the
     /// comparisons of ids a FILTER starts with. A condition or value: an
@@ -945,13 +945,28 @@ fn plan_spec(
             let input = input(undecided)?;
             let (slots, count): (Vec<usize>, Option<usize>) =
                 (item(2)?.extract()?, item(3)?.extract()?);
-            if slots.iter().chain(count.iter()).any(|&s| s >= width) {
+            let listed: Vec<(usize, usize, String)> = item(4)?.extract()?;
+            let mut reduced = Vec::with_capacity(listed.len());
+            for (source, target, how) in listed {
+                let how = match how.as_str() {
+                    "min" => Reduce::Min,
+                    "max" => Reduce::Max,
+                    "sample" => Reduce::Sample,
+                    other => {
+                        return Err(PyValueError::new_err(format!("tally: no reduction {other}")))
+                    }
+                };
+                reduced.push((source, target, how));
+            }
+            let used = reduced.iter().flat_map(|&(a, b, _)| [a, b]);
+            if slots.iter().chain(count.iter()).copied().chain(used).any(|s| s >= width) {
                 return Err(PyValueError::new_err("tally of an undeclared variable"));
             }
             Spec::Tally {
                 input,
                 slots,
                 count,
+                reduced,
             }
         }
         "topk" => {

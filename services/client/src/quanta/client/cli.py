@@ -43,7 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="OPTIONAL over two server pieces: in the server's query (server), or in the client, one query "
         "(auto, OptJoin) or one per block of mappings (bind)",
     )
-    parser.add_argument("--stats", action="store_true", help="print each request on stderr")
+    parser.add_argument("--stats", action="store_true", help="print the plan and each request on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         hook = _stats if args.stats else None
         with SyncClient(transport, budgets=budgets, services=services, on_request=hook, optional=args.optional) as c:
             execution = c.query(text, dataset)
+            if args.stats:
+                print(execution.explain(), file=sys.stderr)
             if execution.form in ("construct", "describe"):
                 writer = graphs.graph_writer(args.format or "nt")
                 out.write(writer.head())

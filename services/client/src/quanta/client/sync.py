@@ -67,6 +67,11 @@ class SyncExecution:
     def requests(self) -> int:
         return self.execution.requests
 
+    def explain(self) -> str:
+        """The plan, one operator a line: what the client runs, and each server piece's query
+        (the operators shipped to the workers are in its text)."""
+        return self.execution.plan.explain()
+
     @property
     def bytes(self) -> int:
         return self.execution.bytes

@@ -35,8 +35,8 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # 2: layout 1 with a Tally or TopK at the root (partial answers; releases reading only 1 refuse
 # them as plan-version).
 # 3: layout 1 or 2 with a LeftJoin (OPTIONAL) somewhere (releases reading up to 2 refuse them).
-# 4: layout 1 to 3 with a SemiJoin ((NOT) EXISTS, MINUS) or a Closure (property path) somewhere
-# (releases reading up to 3 refuse them).
+# 4: layout 1 to 3 with a SemiJoin ((NOT) EXISTS, MINUS) or a Closure (property path) somewhere,
+# or a Tally with MIN, MAX or SAMPLE (releases reading up to 3 refuse them).
 FORMAT = 1
 PARTIAL_FORMAT = 2
 OPTIONAL_FORMAT = 3
@@ -211,7 +211,7 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
 
 def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
-    if _has(tree.spec, FORMAT_4_OPERATORS):
+    if _has(tree.spec, FORMAT_4_OPERATORS) or (isinstance(tree.operator, Tally) and tree.operator.reduced):
         return SEMI_JOIN_FORMAT
     if _has(tree.spec, {"optional"}):
         return OPTIONAL_FORMAT

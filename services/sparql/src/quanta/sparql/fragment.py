@@ -168,14 +168,18 @@ def query_refusals(query: Any) -> list[str]:
 
 # The largest k of an ORDER BY ... LIMIT k answered in partial answers (the rows a quantum keeps)
 MAX_TOP = 10_000
+# Aggregates a GROUP BY's partial answers reduce to one value per row of the keys (a Tally's)
+REDUCED = {"Aggregate_Min": "min", "Aggregate_Max": "max", "Aggregate_Sample": "sample"}
 
 
 @dataclass(frozen=True)
 class Partial:
     """A query below SELECT that the server answers in partial answers per quantum,
     which the client merges: `pattern`, a pattern the server evaluates, and
-    - DISTINCT of `variables` (`count` and `order` None);
-    - GROUP BY `variables` (maybe none) with one COUNT(*) bound to `count`;
+    - DISTINCT of `variables` (`count` and `order` None, no `reduced`);
+    - GROUP BY `variables` (maybe none) with at most one COUNT(*) bound to `count`, and
+      MIN, MAX and SAMPLE of variables (`reduced`: (argument, result, "min" | "max" |
+      "sample") each);
     - ORDER BY `order` ((variable, descending) each) LIMIT `limit` of `variables`."""
 
     pattern: Any
@@ -183,6 +187,7 @@ class Partial:
     count: Var | None = None
     order: list[tuple[Var, bool]] | None = None
     limit: int = 0
+    reduced: list[tuple[Var, Var, str]] | None = None
 
 
 def partial(node: Any) -> Partial | None:
@@ -194,24 +199,38 @@ def partial(node: Any) -> Partial | None:
         return None
     if node.name == "Slice":
         return _top(node)
-    extend = node.p if node.name == "Project" else None
-    if extend is None or extend.name != "Extend" or extend.p.name != "AggregateJoin":
+    if node.name != "Project":
         return None
-    join = extend.p
+    results: dict[Var, Var] = {}  # an aggregate's result to the variable the query binds it to
+    join = node.p
+    while join.name == "Extend" and isinstance(join.expr, Var):
+        results[join.expr] = join.var
+        join = join.p
+    if join.name != "AggregateJoin" or len(results) != len(join.A):
+        return None
     keys = _param(join.p, "expr") or []
-    (count, *others) = join.A
+    count: Var | None = None
+    reduced: list[tuple[Var, Var, str]] = []
+    for aggregate in join.A:
+        argument, result = _param(aggregate, "vars"), results.get(aggregate.res)
+        if result is None:
+            return None
+        if aggregate.name == "Aggregate_Count" and argument == "*" and not _param(aggregate, "distinct"):
+            if count is not None:
+                return None
+            count = result
+        elif aggregate.name in REDUCED and isinstance(argument, Var):
+            reduced.append((argument, result, REDUCED[aggregate.name]))
+        else:
+            return None
     if (
-        others
-        or count.name != "Aggregate_Count"
-        or _param(count, "vars") != "*"
-        or _param(count, "distinct")
-        or extend.expr != count.res
+        (count is None and not reduced)
         or not all(isinstance(k, Var) for k in keys)
-        or sorted(map(str, node.PV)) != sorted(map(str, [*keys, extend.var]))
+        or sorted(map(str, node.PV)) != sorted(map(str, [*keys, *results.values()]))
         or not server_evaluates(join.p.p)
     ):
         return None
-    return Partial(join.p.p, list(keys), count=extend.var)
+    return Partial(join.p.p, list(keys), count=count, reduced=reduced)
 
 
 def _top(node: Any) -> Partial | None:

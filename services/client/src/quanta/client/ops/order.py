@@ -8,6 +8,7 @@ datatype and lexical form, so the order is total and the same every time.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import AsyncGenerator, Iterator
 from functools import lru_cache
@@ -105,24 +106,32 @@ class OrderBy(Op):
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         # Sorted a chunk at a time and merged lazily, handing the loop back as it goes:
-        # the event loop (the gateway's) keeps turning through a sort of any size.
+        # the event loop (the gateway's) keeps turning through a sort of any size. Each row's
+        # key is computed once: rows are sorted, spilled and merged as (key, arrival, row),
+        # compared as tuples (the arrival keeps ties in input order, and rows uncompared).
         pacer = Pacer(ctx.budgets.yield_rows)
+        arrival = itertools.count()
+        key = self.key
+
+        def keyed(batch: Batch) -> list[tuple[Any, int, Row]]:
+            return [(key(row), next(arrival), row) for row in batch]
+
         if self.top is not None and self.top <= ctx.budgets.memory_rows:
-            kept = SortedChunks(self.key)
+            kept = SortedChunks()
             async for batch in self.child.run(ctx):
-                await kept.add(batch, pacer)
+                await kept.add(keyed(batch), pacer)
                 if len(kept) >= 2 * self.top + 1024:
                     await kept.first(self.top, pacer)
             await kept.first(self.top, pacer)
-            for rows in _chunks(kept.chunks[0]):
+            for rows in _chunks([row for _, _, row in kept.chunks[0]]):
                 yield rows
             return
-        sort = ExternalSort(ctx, self.key, ctx.budgets.memory_rows, pacer)
+        sort = ExternalSort(ctx, ctx.budgets.memory_rows, pacer)
         async for batch in self.child.run(ctx):
-            await sort.add(batch)
+            await sort.add(keyed(batch))
         await sort.finish()
         out: Batch = []
-        for row in sort.sorted():
+        for _, _, row in sort.sorted():
             out.append(row)
             await pacer.tick()
             if len(out) >= OUT_ROWS:

@@ -3,8 +3,8 @@ their memory budget (files in the query's temporary directory, removed
 when the query ends or is closed; their total is bounded by the disk budget).
 
 - `RowFile`: rows appended in pickled batches, read back in order.
-- `SortedChunks`: rows sorted in memory a chunk at a time, merged lazily.
-- `ExternalSort`: sorted runs of `memory_rows` rows, merged (a database's
+- `SortedChunks`: items sorted in memory a chunk at a time, merged lazily.
+- `ExternalSort`: sorted runs of `memory_rows` items, merged (a database's
   sort buffer and external merge sort).
 - `Partitions`: rows split by a hash of their key into files small enough
   to be handled one at a time (hash partitioning, as a grace hash join).
@@ -99,12 +99,12 @@ class RowFile:
 
 
 class SortedChunks:
-    """Rows in memory, sorted by `key` a chunk of SORT_CHUNK rows at a time and
-    merged lazily: no single sort call holds the event loop (or the GIL, which
-    a sort in a thread would hold as long) for more than a few milliseconds."""
+    """Items in memory (rows decorated with their sort key: they compare as they are),
+    sorted a chunk of SORT_CHUNK at a time and merged lazily: no single sort call holds
+    the event loop (or the GIL, which a sort in a thread would hold as long) for more
+    than a few milliseconds."""
 
-    def __init__(self, key: Callable[[Any], Any]) -> None:
-        self.key = key
+    def __init__(self) -> None:
         self.chunks: list[list[Any]] = []
         self.pending: list[Any] = []
         self.count = 0
@@ -116,7 +116,7 @@ class SortedChunks:
             await self._sort(chunk, pacer)
 
     async def _sort(self, chunk: list[Any], pacer: Pacer) -> None:
-        chunk.sort(key=self.key)
+        chunk.sort()
         self.chunks.append(chunk)
         self.count += len(chunk)
         await pacer.tick(len(chunk))
@@ -134,7 +134,7 @@ class SortedChunks:
         """The rows in order (after `close`); ties keep the order they were added in."""
         if len(self.chunks) == 1:
             return iter(self.chunks[0])
-        return heapq.merge(*self.chunks, key=self.key)
+        return heapq.merge(*self.chunks)
 
     async def first(self, count: int, pacer: Pacer) -> None:
         """Keep only the first `count` rows (top-k)."""
@@ -163,10 +163,13 @@ async def write(ctx: Context, rows: Iterator[Any], kind: str, pacer: Pacer) -> R
     return out.finish()
 
 
-async def fewer_runs(ctx: Context, runs: list[RowFile], key: Callable[[Any], Any], pacer: Pacer) -> list[RowFile]:
-    """Runs sorted by `key`, merged FAN_IN at a time until FAN_IN at most are left (the
-    files a final merge opens at once stay bounded). Consecutive runs are merged, so a
-    merge of the result keeps equal keys in the order of the runs (heapq.merge is stable)."""
+async def fewer_runs(
+    ctx: Context, runs: list[RowFile], key: Callable[[Any], Any] | None, pacer: Pacer
+) -> list[RowFile]:
+    """Runs sorted by `key` (None: items compared as they are), merged FAN_IN at a time
+    until FAN_IN at most are left (the files a final merge opens at once stay bounded).
+    Consecutive runs are merged, so a merge of the result keeps equal keys in the order of
+    the runs (heapq.merge is stable)."""
     while len(runs) > FAN_IN:
         merged: list[RowFile] = []
         for start in range(0, len(runs), FAN_IN):
@@ -179,13 +182,13 @@ async def fewer_runs(ctx: Context, runs: list[RowFile], key: Callable[[Any], Any
 
 
 class ExternalSort:
-    """Rows sorted by `key`, holding at most `limit` in memory: sorted runs on
-    disk beyond it, merged FAN_IN at a time (a database's external merge sort:
-    the files open at once stay bounded whatever the number of runs)."""
+    """Items (rows decorated with their sort key) in order, holding at most `limit` in
+    memory: sorted runs on disk beyond it, merged FAN_IN at a time (a database's external
+    merge sort: the files open at once stay bounded whatever the number of runs)."""
 
-    def __init__(self, ctx: Context, key: Callable[[Any], Any], limit: int, pacer: Pacer) -> None:
-        self.ctx, self.key, self.limit, self.pacer = ctx, key, max(1, limit), pacer
-        self.memory = SortedChunks(key)
+    def __init__(self, ctx: Context, limit: int, pacer: Pacer) -> None:
+        self.ctx, self.limit, self.pacer = ctx, max(1, limit), pacer
+        self.memory = SortedChunks()
         self.runs: list[RowFile] = []
 
     async def add(self, rows: Iterable[Any]) -> None:
@@ -196,7 +199,7 @@ class ExternalSort:
     async def _spill(self) -> None:
         await self.memory.close(self.pacer)
         self.runs.append(await self._write(self.memory.merged(), "sort-run"))
-        self.memory = SortedChunks(self.key)
+        self.memory = SortedChunks()
 
     async def _write(self, rows: Iterator[Any], kind: str) -> RowFile:
         return await write(self.ctx, rows, kind, self.pacer)
@@ -207,7 +210,7 @@ class ExternalSort:
             await self._spill()
         else:
             await self.memory.close(self.pacer)
-        self.runs = await fewer_runs(self.ctx, self.runs, self.key, self.pacer)
+        self.runs = await fewer_runs(self.ctx, self.runs, None, self.pacer)
 
     @property
     def spilled(self) -> bool:
@@ -219,7 +222,7 @@ class ExternalSort:
             yield from self.memory.merged()
             return
         try:
-            yield from heapq.merge(*self.runs, key=self.key)
+            yield from heapq.merge(*self.runs)
         finally:
             for run in self.runs:
                 run.delete()

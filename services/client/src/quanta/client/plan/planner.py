@@ -147,9 +147,11 @@ class Planner:
         distinct: bool = False,
         count: Var | None = None,
         order: list[tuple[Var, bool]] | None = None,
+        reduced: list[tuple[Var, Var, str]] | None = None,
     ) -> Piece:
-        """`distinct`, `count`, `order`: a piece the server answers in partial answers (a
-        quantum's DISTINCT, GROUP BY the projection with COUNT(*) bound to `count`, or first
+        """`distinct`, `count`, `order`, `reduced`: a piece the server answers in partial answers
+        (a quantum's DISTINCT, GROUP BY the projection with COUNT(*) bound to `count` and the
+        MIN, MAX or SAMPLE (argument, result, "min" | "max" | "sample") of `reduced`, or first
         `limit` rows in this ORDER BY), merged here."""
         selected = self.projection(node) if projection is None else projection
         shown = [*selected, *extra]
@@ -159,19 +161,22 @@ class Planner:
             if inject:
                 return Writer(scope.name, values, self.base).select(node, shown, limit=limit, offset=offset)
             return writer.select(
-                node, selected if count else shown, top=values, having=having, limit=limit, offset=offset,
-                distinct=distinct, count=count, order=order or (),
+                node, selected if count or reduced else shown, top=values, having=having, limit=limit, offset=offset,
+                distinct=distinct, count=count, order=order or (), reduced=reduced or (),
             )  # fmt: skip
 
+        results = [result for _, result, _ in reduced or ()]
         if count is not None:
             shown.append(count)
+        shown += results
         slots = {scope.name(v): scope.slot(v) for v in shown}
         maybe_slots = frozenset(scope.slot(v) for v in maybe(node) if v in shown) | {scope.slot(v) for v in extra}
         certain_slots = frozenset(scope.slot(v) for v in certain(node) if v in shown)
         if count is not None:
             maybe_slots |= {scope.slot(count)}
             certain_slots |= {scope.slot(count)}
-        partial = distinct or count is not None or bool(order)
+        maybe_slots |= {scope.slot(v) for v in results}
+        partial = distinct or count is not None or bool(order) or bool(results)
         return Piece(render, Columns(slots, self.slots, source), maybe_slots, certain_slots, partial)
 
     def ship(self, slots: list[int], scope: Scope, numbered: bool = False) -> Ship:
@@ -591,14 +596,15 @@ class Planner:
             or any(a == "*" and member(agg, "distinct") for a, agg in zip(arguments, node.A, strict=True))
         ):
             return None
-        # Aggregates a repeated value does not change (DISTINCT ones, MIN, MAX, SAMPLE) need
-        # the distinct rows only: the server's partial DISTINCT, then a DISTINCT here, which
-        # spills (one argument: the aggregates then keep no set of values of their own). Beside
-        # other aggregates, their values go into the tally as they are: one per solution, when
-        # they are entities (MIN(?review)), where a tally reduces nothing and costs a count a
-        # row (measured: 1.4 to 2 times the time of shipping the rows). Those groups ship rows.
-        once = all(member(a, "distinct") or a.name in ONCE for a in node.A)
-        if not once and any(member(a, "distinct") or a.name in ONCE for a in node.A):
+        # DISTINCT aggregates (beside MIN, MAX and SAMPLE only) need the distinct rows only:
+        # the server's partial DISTINCT, then a DISTINCT here, which spills (one argument: the
+        # aggregates then keep no set of values of their own). Beside other aggregates, their
+        # values would go into the tally as they are: one per solution, when they are entities
+        # (COUNT(DISTINCT ?review)), where a tally reduces nothing and costs a count a row
+        # (measured: 1.4 to 2 times the time of shipping the rows). Those groups ship rows.
+        # MIN, MAX and SAMPLE otherwise are the tally's: one value per row of the keys.
+        once = any(member(a, "distinct") for a in node.A)
+        if once and not all(member(a, "distinct") or a.name in ONCE for a in node.A):
             return None
         always = certain(pattern)
         key_vars: list[Var] = []
@@ -611,6 +617,7 @@ class Planner:
         tallied = list(dict.fromkeys(key_vars))
         shipped: list[Var | str] = []  # each aggregate's argument: a variable of the piece, or "*"
         bound_args: list[tuple[Any, Var]] = []  # argument expressions and the variables BINDs give them
+        reduced: list[tuple[Var, Var, str]] = []  # the tally's MIN, MAX and SAMPLE: (argument, result, how)
         for agg, arg in zip(node.A, arguments, strict=True):
             if agg.name == "Aggregate_Count" and not member(agg, "distinct") and arg != "*":
                 # COUNT(e) counts the rows where e has a value: one value ships for all of them
@@ -626,12 +633,17 @@ class Planner:
                     pattern = AlgebraNode("Extend", p=pattern, var=computed, expr=arg)
                     bound_args.append((arg, computed))
                 arg = computed
-            if arg != "*" and arg not in tallied:
+            if not once and agg.name in ONCE:
+                result = self.hidden_var(scope, "r")
+                reduced.append((arg, result, agg.name.removeprefix("Aggregate_").lower()))
+                arg = result
+            elif arg != "*" and arg not in tallied:
                 tallied.append(arg)
             shipped.append(arg)
-        count = None if once else self.hidden_var(scope, "m")
+        counted = not once and any(agg.name not in ONCE for agg in node.A)
+        count = self.hidden_var(scope, "m") if counted else None
         # the piece first: it gives the variables their slots, which the expressions below read
-        piece = self.piece(pattern, scope, source, projection=tallied, distinct=once, count=count)
+        piece = self.piece(pattern, scope, source, projection=tallied, distinct=once, count=count, reduced=reduced)
         deduplicated = once and len(set(shipped)) == 1
         aggregates = []
         for agg, arg in zip(node.A, shipped, strict=True):
@@ -646,9 +658,10 @@ class Planner:
                 )
             )
         keys_slots, bound = [scope.slot(k) for k in key_vars], [scope.slot(k) for k in keys if isinstance(k, Var)]
-        if count is None:
+        if once:
             return Group(Distinct(Remote(piece)), keys_slots, bound, aggregates, self.slots)
-        return Group(Remote(piece), keys_slots, bound, aggregates, self.slots, scope.slot(count))
+        times = None if count is None else scope.slot(count)
+        return Group(Remote(piece), keys_slots, bound, aggregates, self.slots, times)
 
     # -- expressions --
 

@@ -75,16 +75,20 @@ class Writer:
         distinct: bool = False,
         count: Var | None = None,
         order: Sequence[tuple[Var, bool]] = (),
+        reduced: Sequence[tuple[Var, Var, str]] = (),
     ) -> str:
         """`SELECT projection WHERE { top {pattern} FILTER(having) }`: `top`
         (a bind join's VALUES) joins the pattern as a whole; `having` filters
         the join (an OPTIONAL's condition sees both sides). `distinct`: SELECT
         DISTINCT; `count`: the projection is grouped by, and COUNT(*) is bound
-        to `count`; `order`: ORDER BY these (variable, descending) (the shapes a server
-        answers in partial answers)."""
+        to `count`; `reduced`: grouped by too, (MIN|MAX|SAMPLE(argument) AS result) each;
+        `order`: ORDER BY these (variable, descending) (the shapes a server answers in
+        partial answers)."""
         head = " ".join(f"?{self.name(v)}" for v in projection)
         if count is not None:
             head += f" (COUNT(*) AS ?{self.name(count)})"
+        for argument, result, how in reduced:
+            head += f" ({how.upper()}(?{self.name(argument)}) AS ?{self.name(result)})"
         head = ("DISTINCT " if distinct else "") + (head.strip() or "*")
         if top or having is not None:
             body = f"{self.inject} {top} {self.group(pattern)}"
@@ -93,7 +97,7 @@ class Writer:
         else:
             body = f"{self.inject} {self.elements(pattern)}"
         text = f"SELECT {head} WHERE {{ {body.strip()} }}"
-        if count is not None and projection:
+        if (count is not None or reduced) and projection:
             text += " GROUP BY " + " ".join(f"?{self.name(v)}" for v in projection)
         if order:
             text += " ORDER BY " + " ".join(f"DESC(?{self.name(v)})" if d else f"?{self.name(v)}" for v, d in order)

@@ -91,7 +91,8 @@ class Compiler:
                 root = TopK(self.ctx, root, [(self.slot(v), desc) for v, desc in shape.order], shape.limit)
             else:
                 counted = None if shape.count is None else self.slot(shape.count)
-                root = Tally(self.ctx, root, [self.slot(v) for v in shape.variables], counted)
+                reduced = [(self.slot(a), self.slot(r), how) for a, r, how in shape.reduced or []]
+                root = Tally(self.ctx, root, [self.slot(v) for v in shape.variables], counted, reduced)
             head = query.p.p.PV if query.p.name in ("Distinct", "Slice") else query.p.PV
             return self.plan(root, [self.slot(v) for v in head], SELECT)
         fragment.refuse(self.parsed.refusals)  # once per query shape, by the parser
