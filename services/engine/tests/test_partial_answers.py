@@ -225,11 +225,11 @@ def test_min_max_and_sample_of_each_group(make_store: Any) -> None:
     from quanta.client.ops.order import term_key
 
     xsd = "http://www.w3.org/2001/XMLSchema#"
-    values = ['"1"', '"01"', '"+1"', '"7"', '"-3"', '"2.5"', '"1999-01-01"', "iri", '"x"', '"x"@en']
+    literals = ['"1"', '"01"', '"+1"', '"7"', '"-3"', '"2.5"', '"1999-01-01"', "iri", '"x"', '"x"@en']
     datatypes = ["integer"] * 5 + ["decimal", "date"] + [None] * 3
     lines = []
     for i in range(40):
-        value, datatype = values[i % len(values)], datatypes[i % len(values)]
+        value, datatype = literals[i % len(literals)], datatypes[i % len(literals)]
         term = f"<{EX}{value}{i % 3}>" if value == "iri" else value + (f"^^<{xsd}{datatype}>" if datatype else "")
         lines.append(f"<{EX}s{i}> <{EX}g> <{EX}G{i % 4}> .\n<{EX}s{i}> <{EX}v> {term} .\n")
         if i % 5 == 0:
@@ -242,7 +242,9 @@ def test_min_max_and_sample_of_each_group(make_store: Any) -> None:
         "SELECT ?g (COUNT(*) AS ?n) (MIN(?v) AS ?lo) (MAX(?v) AS ?hi) (SAMPLE(?v) AS ?any) "
         "WHERE { ?s :g ?g OPTIONAL { ?s :v ?v } } GROUP BY ?g"
     )
-    counts = {str(s["g"].value): int(s["n"].value) for s in oxi.query(P + query)}
+    solutions = oxi.query(P + query)
+    assert isinstance(solutions, ox.QuerySolutions)
+    counts = {str(s["g"].value): int(s["n"].value) for s in solutions}
     values: dict[str | None, list[str]] = {}  # each group's values, as the rows hold them
     for g, v in run_in_steps(store, P + "SELECT ?g ?v WHERE { ?s :g ?g OPTIONAL { ?s :v ?v } }", 10**6)[0]:
         values.setdefault(g, []).extend([v] if v else [])

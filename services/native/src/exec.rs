@@ -14,8 +14,8 @@
 
 use crate::expr::{Eval, Expr, Table, Terms, Val};
 use crate::order::{compare, compare_rows, OrderKey};
-use std::cmp::Ordering;
 use crate::store::{Cursor, Store, Triple};
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
@@ -861,10 +861,20 @@ impl Tally {
                     } else {
                         let place = self.table.len();
                         let kept = vec![(0, None); self.reduced.len()];
-                        self.table.insert(self.key.clone(), Tallied { place, count: 1, kept });
+                        self.table.insert(
+                            self.key.clone(),
+                            Tallied {
+                                place,
+                                count: 1,
+                                kept,
+                            },
+                        );
                     }
                     if !self.reduced.is_empty() {
-                        let entry = self.table.get_mut(self.key.as_slice()).expect("just counted");
+                        let entry = self
+                            .table
+                            .get_mut(self.key.as_slice())
+                            .expect("just counted");
                         for (kept, (id, key)) in entry.kept.iter_mut().zip(self.pending.drain(..)) {
                             if let Some(id) = id {
                                 *kept = (id, key);
@@ -903,8 +913,7 @@ impl Tally {
         let entry = self.table.get(self.key.as_slice());
         for (i, &(source, _, how)) in self.reduced.iter().enumerate() {
             let id = self.row[source];
-            let (kept, kept_key) =
-                entry.map_or((0, None), |e| (e.kept[i].0, e.kept[i].1.as_ref()));
+            let (kept, kept_key) = entry.map_or((0, None), |e| (e.kept[i].0, e.kept[i].1.as_ref()));
             if id == 0 || id == kept || (how == Reduce::Sample && kept != 0) {
                 self.pending.push((None, None)); // unbound is no value; the same term changes nothing
                 continue;
@@ -913,7 +922,12 @@ impl Tally {
                 self.pending.push((Some(id), None));
                 continue;
             }
-            let Some(key) = cx.terms.get(cx.store, cx.table, id).ok().and_then(|t| t.order_key()) else {
+            let Some(key) = cx
+                .terms
+                .get(cx.store, cx.table, id)
+                .ok()
+                .and_then(|t| t.order_key())
+            else {
                 return false;
             };
             let order = match kept_key {
@@ -936,8 +950,16 @@ impl Tally {
                     order => order,
                 },
             };
-            let better = if how == Reduce::Min { order.is_lt() } else { order.is_gt() };
-            self.pending.push(if better { (Some(id), Some(key)) } else { (None, None) });
+            let better = if how == Reduce::Min {
+                order.is_lt()
+            } else {
+                order.is_gt()
+            };
+            self.pending.push(if better {
+                (Some(id), Some(key))
+            } else {
+                (None, None)
+            });
         }
         true
     }

@@ -953,13 +953,21 @@ fn plan_spec(
                     "max" => Reduce::Max,
                     "sample" => Reduce::Sample,
                     other => {
-                        return Err(PyValueError::new_err(format!("tally: no reduction {other}")))
+                        return Err(PyValueError::new_err(format!(
+                            "tally: no reduction {other}"
+                        )))
                     }
                 };
                 reduced.push((source, target, how));
             }
             let used = reduced.iter().flat_map(|&(a, b, _)| [a, b]);
-            if slots.iter().chain(count.iter()).copied().chain(used).any(|s| s >= width) {
+            if slots
+                .iter()
+                .chain(count.iter())
+                .copied()
+                .chain(used)
+                .any(|s| s >= width)
+            {
                 return Err(PyValueError::new_err("tally of an undeclared variable"));
             }
             Spec::Tally {
