@@ -20,6 +20,7 @@ from quanta.client.ops.base import Op
 from quanta.client.ops.remote import Remote
 from quanta.engine.storage import open_store
 from quanta.engine.testing import as_multiset, oxigraph_solutions
+from quanta.sparql.syntax import AlgebraNode, IriTerm, Var
 from quanta.sparql.terms import nt_term
 
 from .test_differential import BUDGETS, PAGE_RESULTS, QUANTUM_S, SAMPLE, check, reference_store
@@ -29,6 +30,7 @@ P = (
     "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> PREFIX gr: <http://purl.org/goodrelations/> "
 )
 RATED = "?v rev:rating ?r . ?v rev:reviewer ?u"
+W = "http://db.uwaterloo.ca/~galuc/wsdbm/"
 
 QUERIES = {
     "count per predicate": "SELECT ?p (COUNT(*) AS ?n) (COUNT(?o) AS ?c) WHERE { ?s ?p ?o } GROUP BY ?p",
@@ -211,3 +213,30 @@ def test_the_plan_says_what_runs_where(transport: LocalTransport) -> None:
     (remote,) = [line.strip() for line in lines if line.strip().startswith("Remote")]
     assert all(part in remote for part in ("GROUP BY ?p", "OPTIONAL", "NOT EXISTS"))
     assert any(line.strip().startswith("OrderBy") for line in lines)
+
+
+def test_the_cost_model_ships_a_distinct_count_that_reduces(transport: LocalTransport) -> None:
+    """COUNT(DISTINCT ?u) beside COUNT(*), ?u a user with many friendships: the file's counts
+    bound the tally's rows (users times one gender each) far below the solutions, so the
+    workers tally; the plan says what was estimated. Without the file's counts (a client over
+    HTTP), the rows are shipped."""
+    from quanta.client.plan import costs
+
+    query = P + (
+        "SELECT ?g (COUNT(*) AS ?n) (COUNT(DISTINCT ?u) AS ?users) "
+        "WHERE { ?u wsdbm:friendOf ?f . ?u wsdbm:gender ?g } GROUP BY ?g"
+    )
+    head, rows, execution = run(transport, query)
+    assert all(r.piece.partial for r in remotes(execution.plan.root))
+    assert "tally of >= " in execution.plan.explain()
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+    store = transport.stores["watdiv"][None]
+    star = AlgebraNode(
+        "BGP",
+        triples=[(Var("u"), IriTerm(f"{W}friendOf"), Var("f")), (Var("u"), IriTerm(f"{W}gender"), Var("g"))],
+    )
+    estimate = costs.tally(star, [Var("g"), Var("u")], store)
+    assert estimate is not None and estimate.reduces
+    assert estimate.solutions == store.estimate(0, store.locate(f"{W}friendOf"), 0)
+    assert costs.tally(star, [Var("g"), Var("u")], None) is None
+    assert costs.tally(star, [Var("g"), Var("f")], store) is None  # ?f: no bound on its values

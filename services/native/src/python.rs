@@ -117,6 +117,11 @@ impl NativeHdt {
         self.store.estimate(s, p, o)
     }
 
+    /// How many distinct subjects have predicate `p` (exact).
+    fn distinct_subjects(&self, p: i64) -> u64 {
+        self.store.distinct_subjects(p)
+    }
+
     /// Global id of a term spelled exactly so, 0 if absent.
     fn locate(&self, term: &str) -> u64 {
         self.store.locate(term.as_bytes())

@@ -428,6 +428,18 @@ impl Store {
         }
     }
 
+    /// How many distinct subjects have predicate `p` (a global id): its pairs
+    /// in the predicate index, exact; 0 for a predicate the data lacks.
+    pub fn distinct_subjects(&self, p: i64) -> u64 {
+        match self.ids(0, p, 0) {
+            Some(Ids { p, .. }) if p != 0 => {
+                let (a, b) = self.predicate_entries(p);
+                b - a
+            }
+            _ => 0,
+        }
+    }
+
     /// Cardinality of a pattern, as pyHDT estimates it (exact but for `S?O`,
     /// counted here as the quanta backend over pyHDT counts it).
     pub fn estimate(&self, s: i64, p: i64, o: i64) -> u64 {

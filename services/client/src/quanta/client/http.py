@@ -66,6 +66,9 @@ class HttpTransport:
             bytes=len(response.data),
         )
 
+    def cardinalities(self, dataset: str, graph: str | None) -> None:
+        return None  # the files are the server's
+
     async def named_graphs(self, dataset: str) -> list[str]:
         for entry in await asyncio.to_thread(self.datasets):
             if entry.get("name") == dataset:

@@ -43,6 +43,9 @@ class LocalTransport:
         self.max_results = max_results
         self.requests = 0
 
+    def cardinalities(self, dataset: str, graph: str | None) -> TripleStore | None:
+        return self.stores.get(dataset, {}).get(graph)
+
     async def named_graphs(self, dataset: str) -> list[str]:
         graphs = self.stores.get(dataset)
         if graphs is None:

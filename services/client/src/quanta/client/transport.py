@@ -95,9 +95,31 @@ class QueryError(Exception):
         return f"{self.kind.slug}: {self.message}{where}"
 
 
+class Cardinalities(Protocol):
+    """What a dataset's file says of its own patterns' sizes (exact HDT counts), for the
+    planner's choices (`quanta.engine.storage.TripleStore` has these)."""
+
+    def locate(self, term: str) -> int:
+        """The global id of a term (dictionary syntax), 0 if the file lacks it."""
+        ...
+
+    def estimate(self, s: int, p: int, o: int) -> int:
+        """How many triples match (0 = any)."""
+        ...
+
+    def distinct_subjects(self, p: int) -> int:
+        """How many distinct subjects have predicate `p`."""
+        ...
+
+
 class Transport(Protocol):
     async def run(self, request: SubRequest) -> SubPage:
         """Run one quantum; raise QueryError on any failure (never retry)."""
+        ...
+
+    def cardinalities(self, dataset: str, graph: str | None) -> Cardinalities | None:
+        """The file of a dataset's graph when this process can read it (the gateway, a local
+        client), else None: the planner then chooses without its counts."""
         ...
 
     async def named_graphs(self, dataset: str) -> list[str]:

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from quanta.client.transport import QueryError, SubPage, SubRequest
+from quanta.client.transport import Cardinalities, QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway import pages
 from quanta.gateway.admission import QUERY_CLIENT, QUERY_TASKS
@@ -45,6 +45,10 @@ class DispatcherTransport:
     ) -> None:
         self.dispatcher, self.catalog = dispatcher, catalog
         self.first = first  # runs a piece's first quantum here when it can (first_quantum.py)
+
+    def cardinalities(self, dataset: str, graph: str | None) -> Cardinalities | None:
+        """The file a first quantum runs on here, if this process opened it."""
+        return None if self.first is None else self.first.stores.get((dataset, graph))
 
     async def named_graphs(self, dataset: str) -> list[str]:
         found = self.catalog.get(dataset)

@@ -29,10 +29,11 @@ class Group(Op):
 
     def __init__(
         self, child: Op, keys: list[int], bound: list[int], aggregates: list[Aggregate], shape: Shape,
-        times: int | None = None,
+        times: int | None = None, why: str = "",
     ) -> None:  # fmt: skip
         self.child, self.keys, self.bound, self.aggregates, self.shape = child, keys, bound, aggregates, shape
         self.times = times
+        self.why = why  # what the cost model estimated, when it chose the workers' tally
         results = frozenset(a.slot for a in aggregates)
         self.maybe = frozenset(bound) | results
         self.certain = frozenset(s for s in bound if s in child.certain) | frozenset(
@@ -44,7 +45,8 @@ class Group(Op):
 
     def label(self) -> str:
         weighed = "" if self.times is None else f" times={self.times}"
-        return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}{weighed}"
+        why = f" ({self.why})" if self.why else ""
+        return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}{weighed}{why}"
 
     async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from quanta.client.plan.context import Context
 from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Dataset, Graphs, Planner, server_may_run
 from quanta.client.plan.scope import Scope, Slots
-from quanta.client.transport import QueryError, Transport
+from quanta.client.transport import Cardinalities, QueryError, Transport
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
@@ -81,13 +82,23 @@ async def plan_query(
         return whole
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
     try:
-        return await bounded_async(lambda: _plan(query, form, dataset, sources, context, strategy, ship), text, base)
+        counts = partial(transport.cardinalities, spec.name)
+        return await bounded_async(
+            lambda: _plan(query, form, dataset, sources, context, strategy, ship, counts), text, base
+        )
     except QuantaError as error:
         raise query_error(error) from error
 
 
 def _plan(
-    query: Query, form: str, dataset: Dataset, sources: Sources, context: Context, strategy: str, ship: bool
+    query: Query,
+    form: str,
+    dataset: Dataset,
+    sources: Sources,
+    context: Context,
+    strategy: str,
+    ship: bool,
+    counts: Callable[[str | None], Cardinalities | None],
 ) -> QueryPlan:
     algebra = query.algebra
     slots = Slots(str(v) for v in all_variables(algebra))
@@ -109,6 +120,7 @@ def _plan(
         prologue=query.prologue,
         strategy=strategy,
         shipping=ship,
+        counts=counts,
     )
     scope = Scope(slots)
     if form == "construct":

@@ -1,8 +1,9 @@
 """Join ordering and join algorithms for one group (optimize, then execute).
 
 Greedy and left-deep, from HDT cardinality estimates: start from the most
-selective component, then repeatedly add the cheapest component that shares
-a variable with what is already bound. Each step is an index loop join,
+selective component (of those sharing a variable the group runs under, if
+any), then repeatedly add the cheapest component that shares a variable with
+what is already bound. Each step is an index loop join,
 or a merge join when the left input and the next pattern are both sorted on
 the same subject variable and reading the pattern whole costs less than one
 index lookup per left mapping. FILTERs go right after the step that binds
@@ -42,16 +43,14 @@ def plan_join(
 ) -> Component:
     remaining = list(components)
     pending = list(filters)
-    first = min(_ready(remaining, bound), key=lambda c: _cost(c, bound))
+    first = min(_connected(_ready(remaining, bound), bound), key=lambda c: _cost(c, bound))
     remaining.remove(first)
     op, estimate = first.operator, first.estimate
     variables, own = first.variables, first.certain
     certain = own | bound
     op, pending = _attach_filters(ctx, op, pending, certain)
     while remaining:
-        ready = _ready(remaining, certain)
-        connected = [c for c in ready if c.variables & certain] or ready
-        nxt = min(connected, key=lambda c: _cost(c, certain))
+        nxt = min(_connected(_ready(remaining, certain), certain), key=lambda c: _cost(c, certain))
         remaining.remove(nxt)
         op = _join(ctx, op, estimate, nxt, certain)
         estimate = min(estimate, nxt.estimate) if nxt.variables & certain else estimate * max(nxt.estimate, 1)
@@ -62,6 +61,12 @@ def plan_join(
     for expr, _ in pending:  # variables that may stay unbound: filter at the end
         op = _filter(ctx, op, expr)
     return Component(op, estimate, variables, own)
+
+
+def _connected(components: list[Component], bound: frozenset[int]) -> list[Component]:
+    """Those sharing a bound variable (lookups under its value; the first of a group that runs
+    under an outer join's bindings too: an OPTIONAL's or an EXISTS's), else all."""
+    return [c for c in components if c.variables & bound] or components
 
 
 def _ready(components: list[Component], bound: frozenset[int]) -> list[Component]:

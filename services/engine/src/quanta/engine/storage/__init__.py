@@ -39,6 +39,10 @@ class TripleStore(Protocol):
         """Cardinality estimate of the pattern (exact for most shapes)."""
         ...
 
+    def distinct_subjects(self, p: int) -> int:
+        """How many distinct subjects have predicate `p` (exact)."""
+        ...
+
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         """Whether `search` yields this pattern's triples in subject-id order."""
         ...

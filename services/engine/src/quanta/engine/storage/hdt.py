@@ -142,6 +142,10 @@ class HdtStore:
             return sum(1 for _ in found)
         return int(cardinality)
 
+    def distinct_subjects(self, p: int) -> int:
+        # counted by reading the predicate's triples (a reference, not a fast path)
+        return len({t[0] for t in self.search(0, p, 0)}) if p else 0
+
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # SPO order for ???/S??/SP?/SPO/S?O; the predicate index (?P?) and the
         # object index for ?PO list subjects in ascending order; ??O is

@@ -52,6 +52,7 @@ class NativeStore:
         # bound methods, so the engine's hot paths make one call
         self.search_from = hdt.search
         self.estimate = hdt.estimate  # type: ignore[method-assign]
+        self.distinct_subjects = hdt.distinct_subjects  # type: ignore[method-assign]
         self.extract = hdt.extract  # type: ignore[method-assign]
         self.extract_many = hdt.extract_many
         self.pipeline = hdt.pipeline
@@ -64,6 +65,9 @@ class NativeStore:
 
     def estimate(self, s: int, p: int, o: int) -> int:
         return self.hdt.estimate(s, p, o)
+
+    def distinct_subjects(self, p: int) -> int:
+        return self.hdt.distinct_subjects(p)
 
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # as pyHDT: ??O is ordered by predicate first; every other shape by subject
