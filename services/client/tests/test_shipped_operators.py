@@ -240,3 +240,16 @@ def test_the_cost_model_ships_a_distinct_count_that_reduces(transport: LocalTran
     assert estimate.solutions == store.estimate(0, store.locate(f"{W}friendOf"), 0)
     assert costs.tally(star, [Var("g"), Var("u")], None) is None
     assert costs.tally(star, [Var("g"), Var("f")], store) is None  # ?f: no bound on its values
+
+
+def test_sum_and_avg_are_the_tallys(transport: LocalTransport) -> None:
+    """SUM and AVG of one expression beside COUNT(*): the workers add the integers per group
+    (one BIND, one sum for both; AVG divides by the counts here)."""
+    query = P + (
+        f"SELECT ?u (SUM(xsd:integer(?r)) AS ?s) (AVG(xsd:integer(?r)) AS ?a) (COUNT(*) AS ?n) "
+        f"WHERE {{ {RATED} }} GROUP BY ?u"
+    )
+    head, rows, execution = run(transport, query)
+    (remote,) = remotes(execution.plan.root)
+    assert remote.piece.partial and remote.text.count("SUM(") == 1 and "GROUP BY ?u " in remote.text + " "
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)

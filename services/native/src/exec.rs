@@ -315,12 +315,13 @@ pub enum Spec {
 }
 
 /// A value a tally keeps per row of its key slots: the least or greatest in
-/// ORDER BY's order, or the first.
+/// ORDER BY's order, the first, or the sum of integers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {
     Min,
     Max,
     Sample,
+    Sum,
 }
 
 /// A closure's operator: `*`, `+` or `?`.
@@ -807,7 +808,8 @@ struct Tally {
 struct Tallied {
     place: usize,
     count: u64,
-    /// per reduced slot, the value kept (0: none yet) and its place in the order
+    /// per reduced slot, the value kept (0: none yet) and its place in the order;
+    /// a sum's total (minted as a term when the row is handed on)
     kept: Vec<(i64, Option<OrderKey>)>,
 }
 
@@ -897,10 +899,20 @@ impl Tally {
         }
         let mut rows: Vec<_> = self.table.drain().collect();
         rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
-        self.out.rows.extend(rows.into_iter().map(|(key, entry)| {
-            let kept = entry.kept.into_iter().map(|(id, _)| id).collect();
-            (key, entry.count, kept)
-        }));
+        for (key, entry) in rows {
+            let mut kept = Vec::with_capacity(entry.kept.len());
+            for (&(_, _, how), (value, _)) in self.reduced.iter().zip(entry.kept) {
+                kept.push(match how {
+                    // 0 (unbound) only without a term table, which a plan always has
+                    Reduce::Sum => cx
+                        .terms
+                        .mint_value(cx.store, cx.table, &Val::Int(value))
+                        .unwrap_or(0),
+                    _ => value,
+                });
+            }
+            self.out.rows.push((key, entry.count, kept));
+        }
         Ok(!(done && self.out.rows.is_empty()))
     }
 
@@ -914,6 +926,19 @@ impl Tally {
         for (i, &(source, _, how)) in self.reduced.iter().enumerate() {
             let id = self.row[source];
             let (kept, kept_key) = entry.map_or((0, None), |e| (e.kept[i].0, e.kept[i].1.as_ref()));
+            if how == Reduce::Sum {
+                // an integer (within 64 bits, as the total) is added; anything else is the client's
+                let term = (id != 0).then(|| cx.terms.get(cx.store, cx.table, id).ok());
+                match term
+                    .flatten()
+                    .and_then(|t| t.integer())
+                    .and_then(|v| v.checked_add(kept))
+                {
+                    Some(total) => self.pending.push((Some(total), None)),
+                    None => return false,
+                }
+                continue;
+            }
             if id == 0 || id == kept || (how == Reduce::Sample && kept != 0) {
                 self.pending.push((None, None)); // unbound is no value; the same term changes nothing
                 continue;

@@ -170,6 +170,16 @@ impl Term {
         }
     }
 
+    /// Its value when it is an integer (xsd:integer or a type derived from it) within 64 bits.
+    pub fn integer(&self) -> Option<i64> {
+        match self {
+            Term::Literal(Literal {
+                kind: Kind::Int(i), ..
+            }) => Some(*i),
+            _ => None,
+        }
+    }
+
     /// Its id: the dictionary's, or a query constant's in the plan's term table (0: none).
     pub fn gid(&self) -> i64 {
         match self {

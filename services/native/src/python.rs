@@ -957,6 +957,7 @@ fn plan_spec(
                     "min" => Reduce::Min,
                     "max" => Reduce::Max,
                     "sample" => Reduce::Sample,
+                    "sum" => Reduce::Sum,
                     other => {
                         return Err(PyValueError::new_err(format!(
                             "tally: no reduction {other}"

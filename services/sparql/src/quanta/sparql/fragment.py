@@ -169,7 +169,7 @@ def query_refusals(query: Any) -> list[str]:
 # The largest k of an ORDER BY ... LIMIT k answered in partial answers (the rows a quantum keeps)
 MAX_TOP = 10_000
 # Aggregates a GROUP BY's partial answers reduce to one value per row of the keys (a Tally's)
-REDUCED = {"Aggregate_Min": "min", "Aggregate_Max": "max", "Aggregate_Sample": "sample"}
+REDUCED = {"Aggregate_Min": "min", "Aggregate_Max": "max", "Aggregate_Sample": "sample", "Aggregate_Sum": "sum"}
 
 
 @dataclass(frozen=True)
@@ -178,8 +178,9 @@ class Partial:
     which the client merges: `pattern`, a pattern the server evaluates, and
     - DISTINCT of `variables` (`count` and `order` None, no `reduced`);
     - GROUP BY `variables` (maybe none) with at most one COUNT(*) bound to `count`, and
-      MIN, MAX and SAMPLE of variables (`reduced`: (argument, result, "min" | "max" |
-      "sample") each);
+      MIN, MAX, SAMPLE and SUM of variables (`reduced`: (argument, result, "min" | "max" |
+      "sample" | "sum") each; a SUM's partial is of the integers, other values come in rows
+      of their own);
     - ORDER BY `order` ((variable, descending) each) LIMIT `limit` of `variables`."""
 
     pattern: Any

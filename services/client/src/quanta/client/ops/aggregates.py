@@ -46,6 +46,7 @@ class Aggregate:
     slot: int  # where the result goes
     separator: str = " "
     star: list[int] | None = None  # COUNT(DISTINCT *): the slots a solution is told apart by
+    summed: bool = False  # SUM, AVG: a row's value is already the sum of the `times` rows it stands for
 
     def state(self) -> State:
         return State(self)
@@ -125,7 +126,8 @@ class State:
                 if v.kind not in NUMBERS:
                     raise ExprError("not a number")
                 number: Number = v.val  # type: ignore[assignment]  # a numeric literal's value
-                added = (v.kind, number) if times == 1 else compute("*", v.kind, number, INTEGER, times)
+                weighed = times != 1 and not agg.summed
+                added = compute("*", v.kind, number, INTEGER, times) if weighed else (v.kind, number)
                 self.total = added if self.total is None else compute("+", *self.total, *added)
             except (ExprError, ArithmeticError, ValueError):
                 self.error = True

@@ -60,7 +60,10 @@ from quanta.sparql.variables import all_variables, certain, maybe
 
 TRUE = LiteralTerm("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")
 NON_DETERMINISTIC = {"Builtin_RAND": "RAND", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID"}
-ONCE = frozenset({"Aggregate_Min", "Aggregate_Max", "Aggregate_Sample"})  # a value repeated changes nothing
+# a value repeated changes nothing: the workers' tally keeps one per group (its reduction)
+ONCE = {"Aggregate_Min": "min", "Aggregate_Max": "max", "Aggregate_Sample": "sample"}
+# the tally adds their integers (the rest come as they are): its rows' values are sums
+SUMMED = frozenset({"Aggregate_Sum", "Aggregate_Avg"})
 
 
 @dataclass
@@ -643,19 +646,23 @@ class Planner:
                     pattern = AlgebraNode("Extend", p=pattern, var=computed, expr=arg)
                     bound_args.append((arg, computed))
                 arg = computed
-            if not once and agg.name in ONCE:
-                result = self.hidden_var(scope, "r")
-                reduced.append((arg, result, agg.name.removeprefix("Aggregate_").lower()))
+            how = "sum" if agg.name in SUMMED and choice is None and arg != "*" else ONCE.get(agg.name)
+            if not once and how is not None:
+                result = next((r for a, r, h in reduced if (a, h) == (arg, how)), None)  # SUM and AVG of one e
+                if result is None:
+                    result = self.hidden_var(scope, "r")
+                    reduced.append((arg, result, how))
                 arg = result
             elif arg != "*" and arg not in tallied:
                 tallied.append(arg)
             shipped.append(arg)
-        counted = not once and any(agg.name not in ONCE for agg in node.A)
+        counted = not once and any(agg.name not in ONCE for agg in node.A)  # a SUM's too: AVG divides by it
         count = self.hidden_var(scope, "m") if counted else None
         # the piece first: it gives the variables their slots, which the expressions below read
         piece = self.piece(pattern, scope, source, projection=tallied, distinct=once, count=count, reduced=reduced)
         deduplicated = once and len(set(shipped)) == 1
         aggregates = []
+        summed = {r for _, r, how in reduced if how == "sum"}
         for agg, arg in zip(node.A, shipped, strict=True):
             separator = member(agg, "separator")
             aggregates.append(
@@ -665,6 +672,7 @@ class Planner:
                     bool(member(agg, "distinct")) and not deduplicated,
                     scope.slot(agg.res),
                     " " if separator is None else str(separator),
+                    summed=arg in summed,
                 )
             )
         keys_slots, bound = [scope.slot(k) for k in key_vars], [scope.slot(k) for k in keys if isinstance(k, Var)]

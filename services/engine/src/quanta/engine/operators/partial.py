@@ -1,5 +1,5 @@
 """Partial answers, which the client merges: a quantum's DISTINCT or GROUP BY with COUNT(*)
-and MIN, MAX or SAMPLE of variables (`Tally`), and a quantum's ORDER BY ... LIMIT k (`TopK`).
+and MIN, MAX, SAMPLE or SUM of variables (`Tally`), and a quantum's ORDER BY ... LIMIT k (`TopK`).
 
 Each quantum hands on what it found (services/native/src/exec.rs): the distinct rows,
 each once with how many times it came, or the first k rows in the query's order. A row
@@ -16,7 +16,7 @@ from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator, Spec
 
-REDUCTIONS = ("min", "max", "sample")  # by pb.Reduced.Kind
+REDUCTIONS = ("min", "max", "sample", "sum")  # by pb.Reduced.Kind
 
 
 class Tally(Operator):
@@ -34,8 +34,9 @@ class Tally(Operator):
         self.input = input
         self.slots = slots
         self.count = count  # the slot a row's count is bound to; None: DISTINCT
-        # (source slot, target slot, "min" | "max" | "sample"): per distinct row of `slots`, the
-        # least, greatest or first value of the source slot the quantum found, bound to the target
+        # (source slot, target slot, "min" | "max" | "sample" | "sum"): per distinct row of `slots`,
+        # the least, greatest or first value of the source slot the quantum found, or the sum of its
+        # integers, bound to the target
         self.reduced = reduced or []
 
     def describe(self) -> pb.Operator:
