@@ -274,7 +274,8 @@ def test_sums_of_each_group(make_store: Any) -> None:
     xsd = "http://www.w3.org/2001/XMLSchema#"
     big = 2**62
     numbers = [("7", "integer"), ("-2", "integer"), ("1.5", "decimal"), (str(big), "integer"), ("003", "integer")]
-    lines, totals = [], {}
+    lines: list[str] = []
+    totals: dict[str, Decimal] = {}
     for i in range(30):
         lexical, datatype = numbers[i % len(numbers)]
         group = f"<{EX}G{i % 3}>"
