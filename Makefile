@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-shipping bench-bsbm clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-shipping bench-bsbm bench-sparql clean
 
 install:
 	@scripts/bootstrap.sh
@@ -82,6 +82,11 @@ bench-shipping: install
 ## Java, Maven and, for Virtuoso, root's apt-get). BSBM_FLAGS: e.g. --products 1k,10k --clients 1,4,8,64.
 bench-bsbm: install
 	$(BIN)/python bench/bsbm.py $(BSBM_FLAGS)
+
+## 56 full-SPARQL queries on watdiv-1m, one client, quanta against Fuseki, Oxigraph and Virtuoso (issue 19;
+## bench/README.md). SPARQL_FLAGS: e.g. --dataset 100k --rounds 1 --engines quanta,oxigraph.
+bench-sparql: install
+	$(BIN)/python bench/sparql.py $(SPARQL_FLAGS)
 
 clean:
 	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache

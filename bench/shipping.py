@@ -53,7 +53,7 @@ QUERIES = {
         "SELECT ?r (COUNT(*) AS ?n) (SUM(xsd:integer(?r)) AS ?sum) (AVG(xsd:integer(?r)) AS ?avg) "
         "WHERE { ?v rev:rating ?r } GROUP BY ?r HAVING (COUNT(*) > 10)"
     ),
-    "ratings and a review each (rows shipped)": (
+    "ratings and a review each (MIN beside COUNT)": (
         "SELECT ?r (COUNT(*) AS ?n) (MIN(?v) AS ?first) WHERE { ?v rev:rating ?r } GROUP BY ?r"
     ),
     "top 10 followed": "SELECT ?s ?o WHERE { ?s wsdbm:follows ?o } ORDER BY ?o LIMIT 10",

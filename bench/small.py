@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import benchlib  # bench/, the script's own folder
-import bsbm  # the peers' loaders and servers
+import peers  # the peers' loaders and servers (bench/peers.py)
 
 from quanta.common.local import free_port
 from quanta.engine.testing import shared_dir
@@ -72,7 +72,7 @@ class Endpoint:
 
 
 def start_oxigraph(stack: ExitStack, work: Path) -> str:
-    binary = bsbm.helper("bsbm.sh", "oxigraph")
+    binary = peers.helper("bsbm.sh", "oxigraph")
     source = work / "watdiv-1m.nt"
     with gzip.open(WATDIV / "watdiv-1m.nt.gz") as packed, open(source, "wb") as plain:
         shutil.copyfileobj(packed, plain)
@@ -80,9 +80,9 @@ def start_oxigraph(stack: ExitStack, work: Path) -> str:
     subprocess.run([binary, "load", "--location", str(db), "--file", str(source)], check=True, capture_output=True)
     port = free_port()
     command = [binary, "serve-read-only", "--location", str(db), "--bind", f"127.0.0.1:{port}"]
-    process = stack.enter_context(bsbm.running(command, work / "oxigraph.log"))
+    process = stack.enter_context(peers.running(command, work / "oxigraph.log"))
     url = f"http://127.0.0.1:{port}/query"
-    bsbm.wait_sparql(url, process)
+    peers.wait_sparql(url, process)
     return url
 
 
@@ -125,7 +125,7 @@ def render(r: dict[str, Any]) -> str:
         f"Produced by `python bench/small.py{r['argv']}` on {m['date'][:10]} (git {m['git_commit'][:10]}"
         f"{' + local changes' if m['git_dirty'] else ''}; {m['nproc']} cores, load average at start "
         f"{m['load_average_at_start'][0]}): quanta `quanta up` with {r['workers']} workers, Oxigraph "
-        f"{bsbm.OXIGRAPH_VERSION} `serve-read-only`; per query the median of {r['runs']} runs, ms. Raw "
+        f"{peers.OXIGRAPH_VERSION} `serve-read-only`; per query the median of {r['runs']} runs, ms. Raw "
         "figures: `bench/results/small.json`.",
         "",
         f"**Geometric mean of Oxigraph's time over quanta's: {s['geomean_oxigraph_over_quanta']:.2f}** (above 1: "
