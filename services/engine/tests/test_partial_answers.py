@@ -41,6 +41,8 @@ QUERIES = {
     "group by a BIND": "SELECT ?d (COUNT(*) AS ?n) WHERE { ?s :age ?a BIND(?a > 25 AS ?d) } GROUP BY ?d",
     "group by an unbound key": "SELECT ?u (COUNT(*) AS ?n) WHERE { ?s :type ?t OPTIONAL {} } GROUP BY ?u",
     "group by a union": "SELECT ?t (COUNT(*) AS ?n) WHERE { { ?s :type ?t } UNION { ?s :tag ?t } } GROUP BY ?t",
+    "group by a subject": "SELECT ?s (COUNT(*) AS ?n) WHERE { ?s :knows ?o } GROUP BY ?s",
+    "distinct subjects": "SELECT DISTINCT ?s WHERE { ?s :knows ?o }",
     "distinct": "SELECT DISTINCT ?o WHERE { ?s :knows ?o }",
     "distinct of two": "SELECT DISTINCT ?t ?o WHERE { ?s :type ?t . ?s :knows ?o }",
     "distinct with a filter": "SELECT DISTINCT ?a WHERE { ?s :age ?a FILTER(?a > 24) }",
@@ -105,6 +107,16 @@ def test_count_of_a_pattern_takes_one_step(small_stores: tuple[TripleStore, ox.S
     store, _ = small_stores
     rows, quanta = run_in_steps(store, P + QUERIES["count all"], 1, partial=True)
     assert quanta <= 2 and len(rows) == 1
+
+
+def test_a_count_by_subject_takes_a_step_per_subject(watdiv_store: TripleStore, watdiv_oxigraph: ox.Store) -> None:
+    """GROUP BY the subject of one pattern: each subject's triples counted from the predicate
+    index, so a quantum of n steps covers n subjects, not n triples."""
+    query = "SELECT ?u (COUNT(*) AS ?n) WHERE { ?u <http://db.uwaterloo.ca/~galuc/wsdbm/follows> ?v } GROUP BY ?u"
+    head = execute(watdiv_store, query=query, quantum_seconds=None, partial=True).head
+    rows, quanta = run_in_steps(watdiv_store, query, 50, partial=True)
+    assert merged(query, head, rows) == oxigraph_solutions(watdiv_oxigraph, query)
+    assert quanta * 50 < 2 * len(rows) + 100 < sum(int(str(r[1]).split('"')[1]) for r in rows)
 
 
 def test_saved_in_format_2_and_refused_without_partial(small_stores: tuple[TripleStore, ox.Store]) -> None:

@@ -845,6 +845,9 @@ impl Tally {
         if self.count_only(cx, mu)? {
             return Ok(true);
         }
+        if let Some(p) = self.by_subject(mu) {
+            return self.fill_by_subject(cx, p);
+        }
         let mut done = false;
         // rows handed on as they are count too: what a saved plan holds stays bounded
         while self.table.len() + self.out.rows.len() < TALLY_ROWS {
@@ -897,6 +900,12 @@ impl Tally {
                 }
             }
         }
+        self.hand_on(cx);
+        Ok(!(done && self.out.rows.is_empty()))
+    }
+
+    /// The table's rows to hand on, first seen first, the reduced values as terms.
+    fn hand_on(&mut self, cx: &mut Cx) {
         let mut rows: Vec<_> = self.table.drain().collect();
         rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
         for (key, entry) in rows {
@@ -913,6 +922,53 @@ impl Tally {
             }
             self.out.rows.push((key, entry.count, kept));
         }
+    }
+
+    /// The predicate of a tally by the subject of its one pattern `?s p ?o`
+    /// (COUNT(*) or DISTINCT, nothing reduced, both variables free): counted
+    /// from the predicate index, a step per subject (`fill_by_subject`).
+    fn by_subject(&self, mu: &[i64]) -> Option<i64> {
+        let Node::Scan(scan) = &self.input else {
+            return None;
+        };
+        let [s, p, o] = scan.pattern.0;
+        let free = |code: i64| code & 1 == 1 && mu[(code >> 1) as usize] == 0;
+        let keyed = self.slots.len() == 1 && self.slots[0] == (s >> 1) as usize;
+        (keyed && self.reduced.is_empty() && free(s) && free(o) && s != o && p & 1 == 0)
+            .then_some(p >> 1)
+    }
+
+    /// `fill` for a tally by subject: each subject of predicate `p` from the
+    /// scan's offset on with its number of triples, the offset moved past them.
+    fn fill_by_subject(&mut self, cx: &mut Cx, p: i64) -> Result<bool, Expired> {
+        let Node::Scan(scan) = &mut self.input else {
+            return Ok(false);
+        };
+        let mut done = false;
+        while self.table.len() + self.out.rows.len() < TALLY_ROWS {
+            let Some((subject, n)) = cx.store.predicate_subject_run(p, scan.offset) else {
+                done = true;
+                break;
+            };
+            if cx.budget.step().is_err() {
+                if self.table.is_empty() {
+                    return Err(Expired);
+                }
+                self.out.expired = true;
+                break;
+            }
+            scan.offset += n;
+            let place = self.table.len();
+            self.table
+                .entry(vec![subject as i64])
+                .or_insert(Tallied {
+                    place,
+                    count: 0,
+                    kept: Vec::new(),
+                })
+                .count += n;
+        }
+        self.hand_on(cx);
         Ok(!(done && self.out.rows.is_empty()))
     }
 

@@ -428,6 +428,23 @@ impl Store {
         }
     }
 
+    /// The subject of predicate `p`'s triple number `offset` (in the order a
+    /// `?P?` scan reads them) and how many of its triples from there on have
+    /// that subject: one step of a count by subject. None past the end.
+    pub fn predicate_subject_run(&self, p: i64, offset: u64) -> Option<(u64, u64)> {
+        let ids = self.ids(0, p, 0).filter(|ids| ids.p != 0)?;
+        let (a, b) = self.predicate_entries(ids.p);
+        let cum = &self.index.pred_cum;
+        let i = cum.upper_bound(a as usize, b as usize, offset) as u64;
+        if i == a {
+            return None;
+        }
+        let y = self.index.pred_pairs.get(i as usize - 1);
+        let (start, end) = self.pair_triples(y);
+        let z = start + (offset - cum.get(i as usize - 1));
+        (z < end).then(|| (self.subject_of_pair(y), end - z))
+    }
+
     /// How many distinct subjects have predicate `p` (a global id): its pairs
     /// in the predicate index, exact; 0 for a predicate the data lacks.
     pub fn distinct_subjects(&self, p: i64) -> u64 {
