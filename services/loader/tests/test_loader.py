@@ -504,8 +504,11 @@ def test_command_prints_json_summary_and_is_interruptible(tmp_path: Path) -> Non
     assert done.stderr == ""  # quiet when not a terminal
 
     out = tmp_path / "w.hdt"
+    # watdiv-1m read four times over (merged into one dataset): a load of a few seconds, still
+    # under way when the signal comes (the file alone now loads in about the 0.8 s waited)
+    inputs = [str(WATDIV / "watdiv-1m.nt.gz")] * 4
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quanta.cli.main", "load", str(WATDIV / "watdiv-1m.nt.gz"), "-o", str(out)],
+        [sys.executable, "-m", "quanta.cli.main", "load", *inputs, "-o", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
