@@ -224,6 +224,17 @@ pub enum Operand {
     Term(i64),
 }
 
+impl Operand {
+    /// Its term id in `row` (a slot's value, 0 when unbound), or the term's.
+    #[inline]
+    fn value(self, row: &[i64]) -> i64 {
+        match self {
+            Operand::Slot(slot) => row[slot],
+            Operand::Term(id) => id,
+        }
+    }
+}
+
 /// `a` and `b` are (`same`) or are not the same term; false when either is
 /// unbound (an error in SPARQL, which a FILTER treats as false). The Python
 /// side (`split_condition`) only hands over comparisons that ids decide exactly.
@@ -237,11 +248,7 @@ pub struct Atom {
 impl Atom {
     #[inline]
     fn holds(&self, row: &[i64]) -> bool {
-        let value = |o: Operand| match o {
-            Operand::Slot(slot) => row[slot],
-            Operand::Term(id) => id,
-        };
-        let (a, b) = (value(self.a), value(self.b));
+        let (a, b) = (self.a.value(row), self.b.value(row));
         a != 0 && b != 0 && ((a == b) == self.same)
     }
 }
@@ -403,17 +410,10 @@ enum Phase {
 }
 
 impl Closure {
-    fn end(operand: Operand, mu: &[i64]) -> i64 {
-        match operand {
-            Operand::Slot(slot) => mu[slot],
-            Operand::Term(id) => id,
-        }
-    }
-
     /// Whether the run goes from the subject (else from the object, backward), and its start.
     fn start(&self, mu: &[i64]) -> (bool, i64) {
-        match Closure::end(self.subject, mu) {
-            0 => (false, Closure::end(self.object, mu)),
+        match self.subject.value(mu) {
+            0 => (false, self.object.value(mu)),
             s => (true, s),
         }
     }
@@ -422,7 +422,7 @@ impl Closure {
     /// bound to another node (or when it is already handed on: then done).
     fn reached(&mut self, node: i64, forward: bool, mu: &[i64], out: &mut [i64]) -> bool {
         let end = if forward { self.object } else { self.subject };
-        let target = Closure::end(end, mu);
+        let target = end.value(mu);
         if target != 0 {
             if target != node {
                 return false;
