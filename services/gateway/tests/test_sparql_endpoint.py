@@ -59,8 +59,15 @@ class SparqlService:
 
     def gateway(self, api_key: str | None = None, **settings: Any) -> httpx.Client:
         """A gateway of its own (stopped with the service) with these settings; `api_key`, an
-        authenticated key, names the client's fair-use buckets (else they are its address's, shared by tests)."""
-        values: dict[str, Any] = {"catalog": self.catalog, "redis_url": self.redis_url, "secret_keys": SECRET}
+        authenticated key, names the client's fair-use buckets (else they are its address's, shared by tests).
+        No limit on new queries per second unless a test sets one: every test of the module starts its
+        queries from one address, sharing one bucket in Redis (5/s drained it in a CI run)."""
+        values: dict[str, Any] = {
+            "catalog": self.catalog,
+            "redis_url": self.redis_url,
+            "secret_keys": SECRET,
+            "sparql_query_rate": 0,
+        }
         if api_key:
             values["api_key_hashes"] = hashlib.sha256(api_key.encode()).hexdigest()
         self.gateways.append(Served(Settings(**(values | settings))))
@@ -134,7 +141,7 @@ def store() -> ox.Store:
 
 @pytest.fixture(scope="module")
 def endpoint(service: SparqlService) -> httpx.Client:
-    """A gateway with the default settings."""
+    """A gateway with the default settings (but for the rate of new queries: see `gateway`)."""
     return service.gateway()
 
 
