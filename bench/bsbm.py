@@ -82,7 +82,9 @@ def start(name: str, stack: ExitStack, data: Path, out: Path, args: argparse.Nam
     """System `name` loaded with BSBM's dump under `data` and up, its files under `out`."""
     ntriples = data / "dataset.nt"
     if name == "quanta":
-        return start_quanta(stack, ntriples, out, workers=args.workers, quantum_ms=args.quantum_ms)
+        return start_quanta(
+            stack, ntriples, out, workers=args.workers, gateways=args.gateways, quantum_ms=args.quantum_ms
+        )
     if name == "fuseki":
         return start_fuseki(stack, ntriples, out, storage=args.fuseki, heap=args.fuseki_heap)
     if name == "oxigraph":
@@ -690,6 +692,7 @@ def main() -> None:
     parser.add_argument("--bi-runs", type=int, default=20, help="business-intelligence mixes per measured run")
     parser.add_argument("--timeout-s", type=float, default=60, help="the driver's timeout per query (-t)")
     parser.add_argument("--workers", type=int, default=2, help="quanta's workers")
+    parser.add_argument("--gateways", type=int, default=1, help="quanta's gateway processes")
     parser.add_argument("--quantum-ms", type=float, default=75)
     parser.add_argument("--fuseki", choices=["tdb2", "memory"], default="tdb2", help="Fuseki's storage")
     parser.add_argument("--fuseki-heap", default="4g", help="Fuseki's JVM heap (-Xmx)")
@@ -735,6 +738,7 @@ def main() -> None:
         "fuseki_heap": args.fuseki_heap,
         "virtuoso_gb": args.virtuoso_gb,
         "workers": args.workers,
+        "gateways": args.gateways,
         "quantum_ms": args.quantum_ms,
         "qualification_mixes": args.qualification_mixes,
         "qualify_peers": args.qualify_peers,

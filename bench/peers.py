@@ -194,7 +194,14 @@ def du(path: Path) -> int:
 
 
 def start_quanta(
-    stack: ExitStack, source: Path, out: Path, *, workers: int = 2, quantum_ms: float = 75, dataset: str = "bsbm"
+    stack: ExitStack,
+    source: Path,
+    out: Path,
+    *,
+    workers: int = 2,
+    gateways: int = 1,
+    quantum_ms: float = 75,
+    dataset: str = "bsbm",
 ) -> Server:
     """`quanta up` serving `source` as `dataset`: an N-Triples file is first loaded by `quanta load`
     to `out/<dataset>.hdt`; an `.hdt` file is served as it is (its side index is written beside it)."""
@@ -224,12 +231,14 @@ def start_quanta(
         "QUANTA_ACCESS_LOG": "0",
     }
     command = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
-               "--quantum-ms", str(quantum_ms), "--dataset", f"{dataset}={hdt}"]  # fmt: skip
+               "--gateways", str(gateways), "--quantum-ms", str(quantum_ms),
+               "--dataset", f"{dataset}={hdt}"]  # fmt: skip
     process = stack.enter_context(running(command, out / "quanta.log", env=env))
     url = f"http://127.0.0.1:{port}/sparql/{dataset}"
     wait_sparql(url, process, timeout=300)
     settings = (
-        f"`quanta up`, {workers} workers, {quantum_ms:g} ms quantum, the HDT file memory-mapped "
+        f"`quanta up`, {gateways} gateway process{'es' if gateways > 1 else ''}, {workers} workers, "
+        f"{quantum_ms:g} ms quantum, the HDT file memory-mapped "
         "(no memory setting); the per-client limits of `/sparql` lifted (every client is 127.0.0.1)"
     )
     return Server("quanta", url, process.pid, load, settings)

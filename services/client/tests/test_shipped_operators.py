@@ -253,3 +253,22 @@ def test_sum_and_avg_are_the_tallys(transport: LocalTransport) -> None:
     (remote,) = remotes(execution.plan.root)
     assert remote.piece.partial and remote.text.count("SUM(") == 1 and "GROUP BY ?u " in remote.text + " "
     assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+
+
+def test_a_group_beside_a_one_row_subquery_is_the_tallys(transport: LocalTransport) -> None:
+    """BSBM's business-intelligence Q6: GROUP BY over a pattern joined to a sub-select of one row
+    (an average, no GROUP BY). The pattern's tally is shipped, the workers adding the scores as
+    floats (integral: exact), and the one row joined to each group here, where MIN of its average
+    is computed: per quantum, a row a group (ten ratings), not one per solution."""
+    average = "{ SELECT (AVG(xsd:float(?r)) AS ?all) WHERE { ?v rev:rating ?r } }"
+    for key, test in (("?u", "> MIN(?all) * 1.2"), ("?r", "< MAX(?all)")):
+        query = P + (
+            f"SELECT {key} (AVG(xsd:float(?r)) AS ?a) (COUNT(*) AS ?n) WHERE {{ {average} {RATED} }} "
+            f"GROUP BY {key} HAVING (AVG(xsd:float(?r)) {test})"
+        )
+        head, rows, execution = run(transport, query)
+        pieces = remotes(execution.plan.root)
+        assert len(pieces) == 2 and all(r.piece.partial for r in pieces)
+        assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+    _, _, plain = run(transport, P + f"SELECT ?r WHERE {{ {RATED} }}")
+    assert execution.context.requester.bytes * 10 < plain.context.requester.bytes

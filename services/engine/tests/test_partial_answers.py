@@ -303,3 +303,36 @@ def test_sums_of_each_group(make_store: Any) -> None:
             value = str(row[head.index("sum")])
             sums[str(row[0])] = sums.get(str(row[0]), Decimal(0)) + Decimal(value[1 : value.index('"', 1)])
         assert sums == totals
+
+
+def test_sums_of_integral_floats_and_doubles(make_store: Any) -> None:
+    """SUM kept per group of floats and doubles whose values are integral and exact in their
+    type (a float's 24 bits): added as integers, the total typed as SPARQL's promotion of its
+    addends'; 0.5, or a float past 2^24, handed on as it is. Each group's handed-on values add up
+    to its sum, and a group of integral floats comes as one row a quantum, typed xsd:float."""
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    numbers = [("3", "float"), ("-1.0E0", "float"), ("2", "integer"), ("4", "double"), ("0.5", "float"),
+               ("33554432", "float")]  # fmt: skip
+    groups: dict[str, list[tuple[str, str]]] = {"F": numbers[:3], "D": numbers[:4], "X": numbers}
+    lines, totals = [], {}
+    for group, values in groups.items():
+        for i, (lexical, datatype) in enumerate(values * 4):
+            lines.append(
+                f'<{EX}{group}{i}> <{EX}g> <{EX}{group}> .\n<{EX}{group}{i}> <{EX}v> "{lexical}"^^<{xsd}{datatype}> .\n'
+            )
+        totals[f"{EX}{group}"] = 4 * sum(float(lexical) for lexical, _ in values)
+    store = make_store("".join(lines))
+    query = P + "SELECT ?g (COUNT(*) AS ?n) (SUM(?v) AS ?sum) WHERE { ?s :g ?g . ?s :v ?v } GROUP BY ?g"
+    head = execute(store, query=query, quantum_seconds=None, partial=True).head
+    for steps in (4, 13, 1_000_000):
+        rows, _ = run_in_steps(store, query, steps, partial=True)
+        sums: dict[str, float] = {}
+        for row in rows:
+            value = str(row[head.index("sum")])
+            sums[str(row[0])] = sums.get(str(row[0]), 0.0) + float(value[1 : value.index('"', 1)])
+        assert sums == totals
+        if steps == 1_000_000:  # one quantum
+            by_group = Counter(str(row[0]) for row in rows)
+            assert by_group[f"{EX}F"] == 1 and by_group[f"{EX}D"] == 1 and by_group[f"{EX}X"] > 1
+            typed = {str(row[0]): str(row[head.index("sum")]).rsplit("#", 1)[1] for row in rows}
+            assert typed[f"{EX}F"] == "float>" and typed[f"{EX}D"] == "double>"

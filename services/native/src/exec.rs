@@ -12,7 +12,7 @@
 //! and expressions with no native evaluation, go to the caller's reference
 //! evaluator (`Budget::undecided`).
 
-use crate::expr::{Eval, Expr, Table, Terms, Val};
+use crate::expr::{Eval, Expr, Table, Term, Terms, Val};
 use crate::order::{compare, compare_rows, OrderKey};
 use crate::store::{Cursor, Store, Triple};
 use std::cmp::Ordering;
@@ -322,13 +322,56 @@ pub enum Spec {
 }
 
 /// A value a tally keeps per row of its key slots: the least or greatest in
-/// ORDER BY's order, the first, or the sum of integers.
+/// ORDER BY's order, the first, or the sum of integral numbers (`Summed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {
     Min,
     Max,
     Sample,
     Sum,
+}
+
+/// The numeric type of a tally's sum: SPARQL's promotion of its addends' types. Each addend
+/// is integral, and each addend and running total exact in the type (a float's 24 bits, a
+/// double's 53): no addition rounds, the sum is exact (BSBM's `AVG(xsd:float(?score))`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Summed {
+    #[default]
+    Integer,
+    Float,
+    Double,
+}
+
+impl Summed {
+    /// An addend: an integer, or a float or double with an integral value exact in its type.
+    fn addend(term: &Term) -> Option<(i64, Summed)> {
+        if let Some(i) = term.integer() {
+            return Some((i, Summed::Integer));
+        }
+        let (x, double) = term.floating()?;
+        let summed = if double {
+            Summed::Double
+        } else {
+            Summed::Float
+        };
+        (x.fract() == 0.0 && summed.exact(x.abs() as u64)).then_some((x as i64, summed))
+    }
+
+    fn exact(self, magnitude: u64) -> bool {
+        match self {
+            Summed::Integer => true,
+            Summed::Float => magnitude <= 1 << 24,
+            Summed::Double => magnitude <= 1 << 53,
+        }
+    }
+
+    fn value(self, total: i64) -> Val {
+        match self {
+            Summed::Integer => Val::Int(total),
+            Summed::Float => Val::Float(total as f64),
+            Summed::Double => Val::Double(total as f64),
+        }
+    }
 }
 
 /// A closure's operator: `*`, `+` or `?`.
@@ -802,15 +845,15 @@ struct Tally {
     out: HandOn<(Vec<i64>, u64, Vec<i64>)>,
     row: Vec<i64>,
     /// the current row's reduced values to keep (`reduce`)
-    pending: Vec<(Option<i64>, Option<OrderKey>)>,
+    pending: Vec<(Option<i64>, Option<OrderKey>, Summed)>,
 }
 
 struct Tallied {
     place: usize,
     count: u64,
     /// per reduced slot, the value kept (0: none yet) and its place in the order;
-    /// a sum's total (minted as a term when the row is handed on)
-    kept: Vec<(i64, Option<OrderKey>)>,
+    /// a sum's total and type (minted as a term when the row is handed on)
+    kept: Vec<(i64, Option<OrderKey>, Summed)>,
 }
 
 impl Tally {
@@ -865,7 +908,7 @@ impl Tally {
                         entry.count += 1;
                     } else {
                         let place = self.table.len();
-                        let kept = vec![(0, None); self.reduced.len()];
+                        let kept = vec![(0, None, Summed::Integer); self.reduced.len()];
                         self.table.insert(
                             self.key.clone(),
                             Tallied {
@@ -880,9 +923,11 @@ impl Tally {
                             .table
                             .get_mut(self.key.as_slice())
                             .expect("just counted");
-                        for (kept, (id, key)) in entry.kept.iter_mut().zip(self.pending.drain(..)) {
+                        for (kept, (id, key, summed)) in
+                            entry.kept.iter_mut().zip(self.pending.drain(..))
+                        {
                             if let Some(id) = id {
-                                *kept = (id, key);
+                                *kept = (id, key, summed);
                             }
                         }
                     }
@@ -910,12 +955,12 @@ impl Tally {
         rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
         for (key, entry) in rows {
             let mut kept = Vec::with_capacity(entry.kept.len());
-            for (&(_, _, how), (value, _)) in self.reduced.iter().zip(entry.kept) {
+            for (&(_, _, how), (value, _, summed)) in self.reduced.iter().zip(entry.kept) {
                 kept.push(match how {
                     // 0 (unbound) only without a term table, which a plan always has
                     Reduce::Sum => cx
                         .terms
-                        .mint_value(cx.store, cx.table, &Val::Int(value))
+                        .mint_value(cx.store, cx.table, &summed.value(value))
                         .unwrap_or(0),
                     _ => value,
                 });
@@ -981,26 +1026,35 @@ impl Tally {
         let entry = self.table.get(self.key.as_slice());
         for (i, &(source, _, how)) in self.reduced.iter().enumerate() {
             let id = self.row[source];
-            let (kept, kept_key) = entry.map_or((0, None), |e| (e.kept[i].0, e.kept[i].1.as_ref()));
+            let (kept, kept_key, kept_sum) = entry.map_or((0, None, Summed::Integer), |e| {
+                (e.kept[i].0, e.kept[i].1.as_ref(), e.kept[i].2)
+            });
             if how == Reduce::Sum {
-                // an integer (within 64 bits, as the total) is added; anything else is the client's
+                // an integral number (its total within 64 bits and exact in its type) is added;
+                // anything else is the client's
                 let term = (id != 0).then(|| cx.terms.get(cx.store, cx.table, id).ok());
-                match term
-                    .flatten()
-                    .and_then(|t| t.integer())
-                    .and_then(|v| v.checked_add(kept))
-                {
-                    Some(total) => self.pending.push((Some(total), None)),
+                let added =
+                    term.flatten()
+                        .and_then(|t| Summed::addend(&t))
+                        .and_then(|(v, summed)| {
+                            let (total, summed) = (v.checked_add(kept)?, summed.max(kept_sum));
+                            let exact = [v, kept, total]
+                                .iter()
+                                .all(|x| summed.exact(x.unsigned_abs()));
+                            exact.then_some((total, summed))
+                        });
+                match added {
+                    Some((total, summed)) => self.pending.push((Some(total), None, summed)),
                     None => return false,
                 }
                 continue;
             }
             if id == 0 || id == kept || (how == Reduce::Sample && kept != 0) {
-                self.pending.push((None, None)); // unbound is no value; the same term changes nothing
+                self.pending.push((None, None, Summed::Integer)); // unbound is no value; the same term changes nothing
                 continue;
             }
             if how == Reduce::Sample {
-                self.pending.push((Some(id), None));
+                self.pending.push((Some(id), None, Summed::Integer));
                 continue;
             }
             let Some(key) = cx
@@ -1013,7 +1067,7 @@ impl Tally {
             };
             let order = match kept_key {
                 None => {
-                    self.pending.push((Some(id), Some(key))); // nothing kept yet: this one
+                    self.pending.push((Some(id), Some(key), Summed::Integer)); // nothing kept yet: this one
                     continue;
                 }
                 Some(k) => match compare(&key, k) {
@@ -1037,9 +1091,9 @@ impl Tally {
                 order.is_gt()
             };
             self.pending.push(if better {
-                (Some(id), Some(key))
+                (Some(id), Some(key), Summed::Integer)
             } else {
-                (None, None)
+                (None, None, Summed::Integer)
             });
         }
         true

@@ -180,6 +180,21 @@ impl Term {
         }
     }
 
+    /// An xsd:float's or xsd:double's value, and whether it is a double.
+    pub fn floating(&self) -> Option<(f64, bool)> {
+        match self {
+            Term::Literal(Literal {
+                kind: Kind::Float(x),
+                ..
+            }) => Some((*x, false)),
+            Term::Literal(Literal {
+                kind: Kind::Double(x),
+                ..
+            }) => Some((*x, true)),
+            _ => None,
+        }
+    }
+
     /// Its id: the dictionary's, or a query constant's in the plan's term table (0: none).
     pub fn gid(&self) -> i64 {
         match self {

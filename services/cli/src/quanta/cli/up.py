@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="gateway port on 127.0.0.1 (default 8000)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument(
+        "--gateways", type=int, default=1, help="gateway processes, sharing the port (default 1; about one per core)"
+    )
+    parser.add_argument(
         "--quantum-ms", type=float, help="time quantum for every dataset (default 75; inf: never suspend)"
     )
     parser.add_argument(
@@ -103,7 +106,8 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
             print(f"quanta up: {e}", file=sys.stderr)
             return 2
         workers = Workers(command, env, args.workers, settings.redis, settings.heartbeat_stale_s(datasets.values()))
-        gateway = subprocess.Popen([*command, "gateway", "--host", "127.0.0.1", "--port", str(args.port)], env=env)
+        listen = ["--host", "127.0.0.1", "--port", str(args.port), "--workers", str(args.gateways)]
+        gateway = subprocess.Popen([*command, "gateway", *listen], env=env)
         processes.append(gateway)
         if not wait_ready(url, gateway):
             print("quanta up: the gateway did not become ready", file=sys.stderr)

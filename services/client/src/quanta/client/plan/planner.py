@@ -593,13 +593,24 @@ class Planner:
         pattern = group.p
         keys = member(group, "expr") or []
         arguments = [member(a, "vars") for a in node.A]
+        if not self.shipping or source is None:
+            return None
+        # A sub-select of one row joined to the pattern (BSBM's "more than 1.5 times the average"):
+        # each group is that row beside the pattern's group, so the pattern's tally is shipped and
+        # the row joined to it here; aggregates of the row's variables are computed here.
+        side, pattern = _one_row_side(pattern)
+        beside = frozenset(maybe(side)) if side is not None else frozenset()
+        here = [a != "*" and bool(_expr_variables(a) & beside) for a in arguments]
         if (
-            not self.shipping
-            or source is None
-            or not self.server(pattern)
+            not self.server(pattern)
+            or not all(_expr_variables(e).isdisjoint(beside) for e in keys)
             or not all(isinstance(e, Var) or fragment.server_evaluates(e) for e in keys)
-            or not all(a == "*" or fragment.server_evaluates(a) for a in arguments)
+            or not all(
+                (_expr_variables(a) <= beside) if h else (a == "*" or fragment.server_evaluates(a))
+                for a, h in zip(arguments, here, strict=True)
+            )
             or any(a == "*" and member(agg, "distinct") for a, agg in zip(arguments, node.A, strict=True))
+            or (side is not None and any(member(a, "distinct") for a in node.A))
         ):
             return None
         # DISTINCT aggregates (beside MIN, MAX and SAMPLE only) need the distinct rows only:
@@ -631,7 +642,10 @@ class Planner:
         shipped: list[Var | str] = []  # each aggregate's argument: a variable of the piece, or "*"
         bound_args: list[tuple[Any, Var]] = []  # argument expressions and the variables BINDs give them
         reduced: list[tuple[Var, Var, str]] = []  # the tally's MIN, MAX and SAMPLE: (argument, result, how)
-        for agg, arg in zip(node.A, arguments, strict=True):
+        for agg, arg, computed_here in zip(node.A, arguments, here, strict=True):
+            if computed_here:
+                shipped.append(arg)
+                continue
             if agg.name == "Aggregate_Count" and not member(agg, "distinct") and arg != "*":
                 # COUNT(e) counts the rows where e has a value: one value ships for all of them
                 arg = (
@@ -663,7 +677,8 @@ class Planner:
         deduplicated = once and len(set(shipped)) == 1
         aggregates = []
         summed = {r for _, r, how in reduced if how == "sum"}
-        for agg, arg in zip(node.A, shipped, strict=True):
+        row = None if side is None else self.plan(side, scope, graph)  # its variables' slots, before compiling
+        for agg, arg, computed_here in zip(node.A, shipped, here, strict=True):
             separator = member(agg, "separator")
             aggregates.append(
                 Aggregate(
@@ -672,16 +687,15 @@ class Planner:
                     bool(member(agg, "distinct")) and not deduplicated,
                     scope.slot(agg.res),
                     " " if separator is None else str(separator),
-                    summed=arg in summed,
+                    summed=not computed_here and arg in summed,
                 )
             )
         keys_slots, bound = [scope.slot(k) for k in key_vars], [scope.slot(k) for k in keys if isinstance(k, Var)]
         if once:
             return Group(Distinct(Remote(piece)), keys_slots, bound, aggregates, self.slots)
         times = None if count is None else scope.slot(count)
-        return Group(
-            Remote(piece), keys_slots, bound, aggregates, self.slots, times, "" if choice is None else str(choice)
-        )
+        tally: Op = Remote(piece) if row is None else HashJoin(row, Remote(piece), "join")
+        return Group(tally, keys_slots, bound, aggregates, self.slots, times, "" if choice is None else str(choice))
 
     # -- expressions --
 
@@ -777,6 +791,26 @@ def _flatten(node: Any) -> list[Any]:
     if node.name == "Join":
         return _flatten(node.p1) + _flatten(node.p2)
     return [node]
+
+
+def _one_row_side(pattern: Any) -> tuple[Any, Any]:
+    """(a sub-select of exactly one row, the rest) when `pattern` joins one such to parts that
+    share no variable with it, else (None, `pattern`). Aggregates without GROUP BY (nor HAVING,
+    LIMIT...) give one row whatever the data."""
+    parts = _flatten(pattern)
+    ones = [p for p in parts if _one_row(p)]
+    if len(ones) != 1 or len(parts) == 1:
+        return None, pattern
+    rest = join_all([p for p in parts if p is not ones[0]])
+    if not set(maybe(ones[0])).isdisjoint(all_variables(rest)):
+        return None, pattern
+    return ones[0], rest
+
+
+def _one_row(node: Any) -> bool:
+    while node.name in ("ToMultiSet", "Project", "Extend"):
+        node = node.p
+    return node.name == "AggregateJoin" and not member(node.p, "expr")
 
 
 def _branches(node: Any) -> list[Any]:
