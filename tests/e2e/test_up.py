@@ -39,7 +39,20 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:
     )
     port = free_port()
     up = subprocess.Popen(
-        [*COMMAND, "up", "--port", str(port), "--workers", "2", "--quantum-ms", "5", "--dataset", f"sample={sample}"],
+        [
+            *COMMAND,
+            "up",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--gateways",
+            "2",
+            "--quantum-ms",
+            "5",
+            "--dataset",
+            f"sample={sample}",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -50,8 +63,11 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:
         banner = up.stdout.readline()
         assert f"http://127.0.0.1:{port}" in banner, banner
         started = children(up.pid)
-        workers = [p for p in started if b"worker" in cmdline(p)]
+        workers = [p for p in started if b"\x00worker\x00" in cmdline(p)]
         assert len(workers) == 2, "each worker is its own process, named `worker`"
+        (gateway,) = [p for p in started if b"\x00gateway\x00" in cmdline(p)]
+        serving = [p for p in children(gateway) if b"spawn_main" in cmdline(p)]  # not the resource tracker
+        assert len(serving) == 2, "two gateway processes share the port (uvicorn's workers)"
         assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
 
         out = subprocess.run(
@@ -73,7 +89,7 @@ def test_up_serves_the_sample_and_stops_cleanly(tmp_path) -> None:
             time.sleep(0.2)
         assert len(children(up.pid) - {workers[0]}) == len(started)
     finally:
-        running = children(up.pid)
+        running = children(up.pid) | {p for c in children(up.pid) for p in children(c)}
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=30) == 0
     time.sleep(0.5)
