@@ -598,7 +598,7 @@ class Planner:
         # A sub-select of one row joined to the pattern (BSBM's "more than 1.5 times the average"):
         # each group is that row beside the pattern's group, so the pattern's tally is shipped and
         # the row joined to it here; aggregates of the row's variables are computed here.
-        side, pattern = _one_row_side(pattern)
+        side, pattern = (None, pattern) if self.server(pattern) else _one_row_side(pattern)
         beside = frozenset(maybe(side)) if side is not None else frozenset()
         here = [a != "*" and bool(_expr_variables(a) & beside) for a in arguments]
         if (
