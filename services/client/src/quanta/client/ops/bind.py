@@ -1,11 +1,13 @@
 """Bind joins: blocks of the left side's mappings shipped to a server piece as VALUES.
 
 The left rows are grouped into blocks of distinct keys (their values of the
-shipped variables): 8, then doubling up to `Budgets.block_size`; one server
-query per block (`Piece.render(values)`), followed to its last page, returns
-the piece's rows that join each key. A block costs at least one request, so
-a bind join costs about |left keys| / block_size requests, plus at most four
-for the smaller first blocks (times the quanta each block takes): the
+shipped variables), of `Budgets.block_size` keys; while the left side has given
+fewer, what it gave goes at once when it holds 8 keys, then 16, 32... (a slow
+left side's first answers need not wait for a full block). One server query
+per block (`Piece.render(values)`), followed to its last page, returns the
+piece's rows that join each key. A block costs at least one request, so a bind
+join costs about |left keys| / block_size requests, plus at most four for
+smaller blocks of a slow left side (times the quanta each block takes): the
 paper's BindJoin and BindLeftJoin.
 
 When a key leaves a shipped variable unbound (UNDEF), or when every row of a
@@ -26,7 +28,7 @@ from quanta.sparql.terms import literal
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
 CHUNK = 4096  # rows per batch handed on
-FIRST_BLOCK = 8  # keys in a bind join's first block (then doubling up to block_size)
+FIRST_BLOCK = 8  # keys a bind join's first block may go with while the left side gives more (doubling)
 Key = tuple[str | None, ...]
 
 
@@ -77,11 +79,14 @@ async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> As
 
 
 async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
-    """The left rows in blocks: distinct keys and the rows of each. Blocks
-    start small and double up to `block_size` keys (8, 16, 32...: the first
-    answers need not wait for `block_size` keys from a slow left side); a
-    block also ends at `memory_rows` rows (when few keys have many rows, a
-    key may then be shipped in several blocks)."""
+    """The left rows in blocks: distinct keys and the rows of each. A block
+    holds `block_size` keys; at the end of each of the left side's batches,
+    a smaller one goes when it holds at least 8 keys, then 16, 32... (the
+    first answers need not wait for `block_size` keys from a slow left side;
+    a left side that gives its rows at once, as a finished partial answer
+    does, goes in full blocks: 166 keys in 2 requests, not 5). A block also
+    ends at `memory_rows` rows (when few keys have many rows, a key may then
+    be shipped in several blocks)."""
     full, most = ctx.budgets.block_size, ctx.budgets.memory_rows
     size = min(FIRST_BLOCK, full)
     keys: dict[Key, list[Row]] = {}
@@ -92,15 +97,18 @@ async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIter
                 k = key(row)
                 rows = keys.get(k)
                 if rows is None:
-                    if len(keys) >= size:
+                    if len(keys) >= full:
                         yield list(keys), list(keys.values())
-                        keys, held, size = {}, 0, min(2 * size, full)
+                        keys, held = {}, 0
                     rows = keys[k] = []
                 rows.append(row)
                 held += 1
                 if held >= most:
                     yield list(keys), list(keys.values())
-                    keys, held, size = {}, 0, min(2 * size, full)
+                    keys, held = {}, 0
+            if len(keys) >= size:  # the next batch may be slow to come
+                yield list(keys), list(keys.values())
+                keys, held, size = {}, 0, min(2 * size, full)
     if keys:
         yield list(keys), list(keys.values())
 
