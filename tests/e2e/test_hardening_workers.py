@@ -135,7 +135,7 @@ def workers_of(up: subprocess.Popen[str]) -> set[int]:
     found = set()
     for pid in children(up.pid):
         try:
-            if b"worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"\x00worker\x00" in Path(f"/proc/{pid}/cmdline").read_bytes():  # the command, not a flag
                 found.add(pid)
         except FileNotFoundError:
             pass
