@@ -6,7 +6,7 @@ few steps, when the page fills in the middle of a quantum's rows, when the table
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyoxigraph as ox
@@ -294,15 +294,23 @@ def test_sums_of_each_group(make_store: Any) -> None:
         lines.append(f'<{EX}s{i}> <{EX}g> {group} .\n<{EX}s{i}> <{EX}v> "{lexical}"^^<{xsd}{datatype}> .\n')
         totals[group[1:-1]] = totals.get(group[1:-1], Decimal(0)) + Decimal(lexical)
     store = make_store("".join(lines))
-    query = P + "SELECT ?g (COUNT(*) AS ?n) (SUM(?v) AS ?sum) WHERE { ?s :g ?g . ?s :v ?v } GROUP BY ?g"
-    head = execute(store, query=query, quantum_seconds=None, partial=True).head
     for steps in (4, 13, 1_000_000):
-        rows, _ = run_in_steps(store, query, steps, partial=True)
-        sums: dict[str, Decimal] = {}
-        for row in rows:
-            value = str(row[head.index("sum")])
-            sums[str(row[0])] = sums.get(str(row[0]), Decimal(0)) + Decimal(value[1 : value.index('"', 1)])
+        _, sums = sums_in_steps(store, steps, Decimal)
         assert sums == totals
+
+
+SUMS = P + "SELECT ?g (SUM(?v) AS ?sum) (COUNT(*) AS ?n) WHERE { ?s :g ?g . ?s :v ?v } GROUP BY ?g"
+
+
+def sums_in_steps(store: TripleStore, steps: int, number: Callable[[str], Any]) -> tuple[list[Row], dict[str, Any]]:
+    """SUMS' rows suspended every `steps` steps, and per group the sum of its rows' sums
+    (`number` reads a lexical form)."""
+    rows, _ = run_in_steps(store, SUMS, steps, partial=True)
+    sums: dict[str, Any] = {}
+    for row in rows:
+        value = str(row[1])
+        sums[str(row[0])] = sums.get(str(row[0]), number("0")) + number(value[1 : value.index('"', 1)])
+    return rows, sums
 
 
 def test_sums_of_integral_floats_and_doubles(make_store: Any) -> None:
@@ -322,17 +330,11 @@ def test_sums_of_integral_floats_and_doubles(make_store: Any) -> None:
             )
         totals[f"{EX}{group}"] = 4 * sum(float(lexical) for lexical, _ in values)
     store = make_store("".join(lines))
-    query = P + "SELECT ?g (COUNT(*) AS ?n) (SUM(?v) AS ?sum) WHERE { ?s :g ?g . ?s :v ?v } GROUP BY ?g"
-    head = execute(store, query=query, quantum_seconds=None, partial=True).head
     for steps in (4, 13, 1_000_000):
-        rows, _ = run_in_steps(store, query, steps, partial=True)
-        sums: dict[str, float] = {}
-        for row in rows:
-            value = str(row[head.index("sum")])
-            sums[str(row[0])] = sums.get(str(row[0]), 0.0) + float(value[1 : value.index('"', 1)])
+        rows, sums = sums_in_steps(store, steps, float)
         assert sums == totals
         if steps == 1_000_000:  # one quantum
             by_group = Counter(str(row[0]) for row in rows)
             assert by_group[f"{EX}F"] == 1 and by_group[f"{EX}D"] == 1 and by_group[f"{EX}X"] > 1
-            typed = {str(row[0]): str(row[head.index("sum")]).rsplit("#", 1)[1] for row in rows}
+            typed = {str(row[0]): str(row[1]).rsplit("#", 1)[1] for row in rows}
             assert typed[f"{EX}F"] == "float>" and typed[f"{EX}D"] == "double>"
