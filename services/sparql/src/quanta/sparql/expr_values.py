@@ -16,6 +16,7 @@ import os
 import re
 import struct
 from decimal import ROUND_DOWN, Context, Decimal
+from functools import lru_cache
 
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
@@ -287,6 +288,13 @@ def format_double(f: float, single: bool = False) -> str:
         return "INF" if f > 0 else "-INF"
     if f == 0:
         return "-0" if math.copysign(1.0, f) < 0 else "0"
+    return _format_finite(f, single)
+
+
+@lru_cache(maxsize=4096)
+def _format_finite(f: float, single: bool) -> str:
+    """`format_double` of a finite number but 0 (a value and its form are one-to-one there:
+    cached, as aggregates' results repeat: BSBM's averages of a few integer ratings)."""
     d = Decimal(shortest_digits(f, single)).normalize(DECIMALS)
     if 1e-6 <= abs(f) < 1e6:
         return format(d, "f")
