@@ -17,6 +17,7 @@ import pytest
 from quanta.client import Budgets, SmartClient
 from quanta.client.local import LocalTransport
 from quanta.client.ops.base import Op
+from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.remote import Remote
 from quanta.engine.storage import open_store
 from quanta.engine.testing import as_multiset, oxigraph_solutions
@@ -272,3 +273,21 @@ def test_a_group_beside_a_one_row_subquery_is_the_tallys(transport: LocalTranspo
         assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
     _, _, plain = run(transport, P + f"SELECT ?r WHERE {{ {RATED} }}")
     assert execution.context.requester.bytes * 10 < plain.context.requester.bytes
+
+
+def test_sub_selects_are_joined_on_shared_variables_first(transport: LocalTransport) -> None:
+    """Three grouped sub-selects, the second sharing no variable with the first, the third with
+    both (BSBM's business-intelligence Q5): joined first to third, then second, on keys each
+    time; never the first two's cross product."""
+    query = P + (
+        f"SELECT * WHERE {{ {{ SELECT ?u (COUNT(*) AS ?a) WHERE {{ {RATED} }} GROUP BY ?u }} "
+        f"{{ SELECT ?r (COUNT(*) AS ?b) WHERE {{ {RATED} }} GROUP BY ?r }} "
+        f"{{ SELECT ?u ?r (COUNT(*) AS ?c) WHERE {{ {RATED} }} GROUP BY ?u ?r }} }}"
+    )
+    head, rows, execution = run(transport, query)
+
+    def joins(op: Op) -> list[HashJoin]:
+        return ([op] if isinstance(op, HashJoin) else []) + [j for c in op.children() for j in joins(c)]
+
+    assert len(joins(execution.plan.root)) == 2 and all(j.keys for j in joins(execution.plan.root))
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
