@@ -291,3 +291,23 @@ def test_sub_selects_are_joined_on_shared_variables_first(transport: LocalTransp
 
     assert len(joins(execution.plan.root)) == 2 and all(j.keys for j in joins(execution.plan.root))
     assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+
+
+def test_a_pattern_filtering_groups_by_their_key_joins_the_group(transport: LocalTransport) -> None:
+    """BSBM's business-intelligence Q2: triple patterns whose only variable is a sub-select's
+    group key, beside it, have one solution per key at most: they go into the sub-select's
+    pattern, and the whole is one shipped tally. Beside a pattern that may repeat a key, or
+    under a key the sub-select may leave unbound, they stay a join: the same answers."""
+    grouped = f"{{ SELECT ?u (COUNT(?r) AS ?n) WHERE {{ {RATED} }} GROUP BY ?u }}"
+    moved = P + f"SELECT * WHERE {{ ?u a wsdbm:Role1 . FILTER(?u != wsdbm:User0) {grouped} }}"
+    head, rows, execution = run(transport, moved)
+    (remote,) = remotes(execution.plan.root)
+    assert remote.piece.partial and "Role1" in remote.text
+    assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), moved)
+    unbound = "{ SELECT ?u (COUNT(*) AS ?n) WHERE { ?v rev:rating ?r OPTIONAL { ?v rev:reviewer ?u } } GROUP BY ?u }"
+    for kept in (f"?u wsdbm:follows ?x . {grouped}", f"?u a wsdbm:Role1 . {unbound}"):
+        query = P + f"SELECT * WHERE {{ {kept} }}"
+        head, rows, execution = run(transport, query)
+        tallies = [r.text for r in remotes(execution.plan.root) if r.piece.partial]
+        assert len(tallies) == 1 and "follows" not in tallies[0] and "Role1" not in tallies[0]
+        assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)

@@ -3,8 +3,10 @@
 A pattern the server evaluates (`quanta.sparql.fragment`) in one graph is one
 `Remote` piece. Otherwise, by operator (docs/client.md has the request costs):
 
-- join: the client-side parts are evaluated and hash-joined (each sharing a
-  variable with those before it when one does: no needless cross product); the server
+- join: triple patterns that only filter a grouped sub-select's groups by
+  their key go into its pattern (`_into_group`); the client-side parts are
+  evaluated and hash-joined (each sharing a variable with those before it
+  when one does: no needless cross product); the server
   parts, joined into one piece, are bind-joined to them (blocks of their
   mappings shipped as VALUES); then property-path closures (from the ends
   bound so far) and SERVICE calls;
@@ -208,7 +210,7 @@ class Planner:
         return op
 
     def _Join(self, node: Any, scope: Scope, graph: Graphs) -> Op:
-        parts = _flatten(node)
+        parts = _into_groups(_flatten(node))
         single = graph.single
         server = [p for p in parts if single is not None and self.server(p)]
         closures = [p for p in parts if p.name == "PathClosure"]
@@ -807,6 +809,55 @@ def _connected(parts: list[Any]) -> list[Any]:
         ordered.append(rest.pop(chosen))
         seen |= set(maybe(ordered[-1]))
     return ordered
+
+
+def _into_groups(parts: list[Any]) -> list[Any]:
+    """`parts` with each part that filters a grouped sub-select's groups by their key moved into
+    the sub-select's pattern (`_into_group`), where the server runs it with the group."""
+    out = list(parts)
+    for part in parts:
+        for i, sub in enumerate(out):
+            merged = None if sub is part else _into_group(part, sub)
+            if merged is not None:
+                out[i] = merged
+                out.remove(part)
+                break
+    return out
+
+
+def _into_group(part: Any, sub: Any) -> Any | None:
+    """`sub`, a sub-select grouped by ?k (projected as it is), with `part` joined into its group's
+    pattern, when that is the join of the two (BSBM's business-intelligence Q2: `?p a
+    bsbm:Product` beside a count of features grouped by ?p): `part` is triple patterns whose
+    only variable is ?k, filtered on ?k alone, so it has one solution per value of ?k at most,
+    and the pattern binds ?k in all its solutions. Then each group of the join is a group of
+    the sub-select whose key `part` has, and its aggregates are the same. None otherwise."""
+    tests: list[Any] = []
+    while part.name == "Filter":
+        tests.append(part.expr)
+        part = part.p
+    if part.name != "BGP" or not part.triples or any(isinstance(x, AlgebraNode) for t in part.triples for x in t):
+        return None  # a path may repeat a solution
+    names = {v for t in part.triples for v in t if isinstance(v, Var)}
+    if len(names) != 1 or not all(_pushable(t) and _expr_variables(t) <= names for t in tests):
+        return None
+    (key,) = names
+    path: list[Any] = []
+    node = sub
+    while node.name in ("ToMultiSet", "Project", "Extend"):
+        if (node.name == "Project" and key not in node.PV) or (node.name == "Extend" and node.var == key):
+            return None
+        path.append(node)
+        node = node.p
+    if node.name != "AggregateJoin" or key not in (member(node.p, "expr") or []) or key not in certain(node.p.p):
+        return None
+    inner = AlgebraNode("Join", p1=part, p2=node.p.p)
+    for test in tests:
+        inner = AlgebraNode("Filter", expr=test, p=inner)
+    node = copy_node(node, p=copy_node(node.p, p=inner))
+    for outer in reversed(path):
+        node = copy_node(outer, p=node)
+    return node
 
 
 def _one_row_side(pattern: Any) -> tuple[Any, Any]:
