@@ -842,13 +842,9 @@ def _into_group(part: Any, sub: Any) -> Any | None:
     if len(names) != 1 or not all(_pushable(t) and _expr_variables(t) <= names for t in tests):
         return None
     (key,) = names
-    path: list[Any] = []
-    node = sub
-    while node.name in ("ToMultiSet", "Project", "Extend"):
-        if (node.name == "Project" and key not in node.PV) or (node.name == "Extend" and node.var == key):
-            return None
-        path.append(node)
-        node = node.p
+    path, node = _beneath_projection(sub)
+    if any((n.name == "Project" and key not in n.PV) or (n.name == "Extend" and n.var == key) for n in path):
+        return None
     if node.name != "AggregateJoin" or key not in (member(node.p, "expr") or []) or key not in certain(node.p.p):
         return None
     inner = AlgebraNode("Join", p1=part, p2=node.p.p)
@@ -875,9 +871,18 @@ def _one_row_side(pattern: Any) -> tuple[Any, Any]:
 
 
 def _one_row(node: Any) -> bool:
-    while node.name in ("ToMultiSet", "Project", "Extend"):
-        node = node.p
+    _, node = _beneath_projection(node)
     return node.name == "AggregateJoin" and not member(node.p, "expr")
+
+
+def _beneath_projection(node: Any) -> tuple[list[Any], Any]:
+    """A sub-select's wrappers (its projection and SELECT expressions), outermost first, and
+    what they wrap (an AggregateJoin when it aggregates)."""
+    path = []
+    while node.name in ("ToMultiSet", "Project", "Extend"):
+        path.append(node)
+        node = node.p
+    return path, node
 
 
 def _branches(node: Any) -> list[Any]:
