@@ -29,6 +29,7 @@ from redis.exceptions import ResponseError
 from starlette.requests import Request
 
 from quanta.common import keys
+from quanta.gateway import token_bucket
 from quanta.gateway.config import Settings
 from quanta.gateway.resp import RespConnection, run_script
 
@@ -38,22 +39,13 @@ from quanta.gateway.resp import RespConnection, run_script
 # how long the client's set outlives its last task (ms).
 # Returns {0, entry id} | {1, retry after ms} (rate limited) | {2, depth} (queue full) |
 # {3, held} (the client holds its share).
-# The clock is Redis's (TIME), so every gateway agrees on it.
-ADMIT_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+# The clock is Redis's (token_bucket.now_ms).
+ADMIT_LUA, ADMIT_SHA = token_bucket.script("""
+local now = now_ms()
 local rate = tonumber(ARGV[1])
 if rate > 0 then
-  local burst = tonumber(ARGV[2])
-  local bucket = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-  local tokens = tonumber(bucket[1]) or burst
-  local ts = tonumber(bucket[2]) or now
-  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
-  local admitted = tokens >= 1
-  if admitted then tokens = tokens - 1 end
-  redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-  if not admitted then return {1, math.ceil((1 - tokens) * 1000 / rate)} end
+  local wait = take_token(KEYS[1], now, rate, tonumber(ARGV[2]))
+  if wait > 0 then return {1, wait} end
 end
 local share = tonumber(ARGV[6])
 local gone = {}
@@ -88,7 +80,7 @@ if share > 0 then
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[7]))
 end
 return {0, id}
-"""
+""")
 # A client's set of tasks outlives its last admission by this much: longer than any task waits.
 HOLD_MS = 10 * 60 * 1000
 # The client a /sparql request's quanta count against (set when fair_use admits its query; the
@@ -116,9 +108,6 @@ class Admission:
     # Set when refused: "rate_limited", "too_many_tasks" or "queue_full" (the metric's reason label).
     refused: str = ""
     retry_after_s: int = 0
-
-
-ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
 
 
 class Admitter:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import math
 import uuid
@@ -23,7 +22,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from quanta.common import keys
-from quanta.gateway import metrics
+from quanta.gateway import metrics, token_bucket
 from quanta.gateway.admission import MEMORY_FULL, QUERY_CLIENT, QUERY_TASKS, QueryTasks, out_of_memory
 from quanta.gateway.problems import Problem
 from quanta.gateway.resp import RespPool, run_script
@@ -36,9 +35,8 @@ RENEW_S = LEASE_S / 3
 # KEYS[1] the client's running queries, KEYS[2] its bucket of new queries.
 # ARGV: max running (0: no cap), rate (0: none), burst, query id, lease ms.
 # Returns {0, 0} admitted | {1, 0} too many running | {2, retry after ms} rate limited.
-ADMIT_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+ADMIT_LUA, ADMIT_SHA = token_bucket.script("""
+local now = now_ms()
 local lease = tonumber(ARGV[5])
 local cap = tonumber(ARGV[1])
 -- Leases still running; the ended ones are dropped after the first write (ZADD, HSET), which Redis
@@ -46,34 +44,21 @@ local cap = tonumber(ARGV[1])
 if cap > 0 and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= cap then return {1, 0} end
 local rate = tonumber(ARGV[2])
 if rate > 0 then
-  local burst = tonumber(ARGV[3])
-  local bucket = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
-  local tokens = tonumber(bucket[1]) or burst
-  local ts = tonumber(bucket[2]) or now
-  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
-  if tokens < 1 then
-    redis.call('HSET', KEYS[2], 'tokens', tokens, 'ts', now)
-    return {2, math.ceil((1 - tokens) * 1000 / rate)}
-  end
-  redis.call('HSET', KEYS[2], 'tokens', tokens - 1, 'ts', now)
-  redis.call('PEXPIRE', KEYS[2], math.ceil(burst * 1000 / rate) + 1000)
+  local wait = take_token(KEYS[2], now, rate, tonumber(ARGV[3]))
+  if wait > 0 then return {2, wait} end
 end
 redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], lease)
 return {0, 0}
-"""
+""")
 # KEYS[1] the client's running queries; ARGV: query id, lease ms. Renews a lease still held.
-RENEW_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 1 then
+RENEW_LUA, RENEW_SHA = token_bucket.script("""
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', now_ms() + tonumber(ARGV[2]), ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 end
 return 0
-"""
-ADMIT_SHA = hashlib.sha1(ADMIT_LUA.encode()).hexdigest()
-RENEW_SHA = hashlib.sha1(RENEW_LUA.encode()).hexdigest()
+""")
 
 
 class Lease:
