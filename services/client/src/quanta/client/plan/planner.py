@@ -63,6 +63,9 @@ from quanta.sparql.variables import all_variables, certain, maybe
 
 TRUE = LiteralTerm("true", datatype="http://www.w3.org/2001/XMLSchema#boolean")
 NON_DETERMINISTIC = {"Builtin_RAND": "RAND", "Builtin_UUID": "UUID", "Builtin_STRUUID": "STRUUID"}
+# may differ between two evaluations, or is evaluated by a column of its own: an ORDER BY key with
+# one is computed for the sort, never read from a SELECT expression's variable (`_bound_as`)
+UNREPEATABLE = (*NON_DETERMINISTIC, "Builtin_BNODE", "Builtin_EXISTS", "Builtin_NOTEXISTS")
 # a value repeated changes nothing: the workers' tally keeps one per group (its reduction)
 ONCE = {"Aggregate_Min": "min", "Aggregate_Max": "max", "Aggregate_Sample": "sample"}
 # the tally adds their integers (the rest come as they are): its rows' values are sums
@@ -509,6 +512,8 @@ class Planner:
                 else condition
             )
             descending = isinstance(condition, AlgebraNode) and member(condition, "order") == "DESC"
+            if not isinstance(expr, Var):
+                expr = _bound_as(expr, node.p) or expr
             if isinstance(expr, Var):
                 conditions.append((scope.slot(expr), descending))
                 continue
@@ -913,6 +918,22 @@ def _push(node: Any, expr: Any) -> Any:
                 return copy_node(
                     node, **{side: inner if inner is not None else AlgebraNode("Filter", expr=expr, p=part)}
                 )
+    return None
+
+
+def _bound_as(expr: Any, node: Any) -> Var | None:
+    """The variable a SELECT expression right under ORDER BY (in `node`, its child) binds to
+    `expr` itself, for the sort to read rather than compute `expr` again (BSBM's `ORDER BY
+    DESC(?a / ?b)` beside `SELECT (?a / ?b AS ?ratio)`); None if there is none, if `expr` may
+    differ between two evaluations, or if a SELECT expression above that one binds a variable of
+    `expr` (the ORDER BY sees its value, the one below does not)."""
+    above: set[Var] = set()
+    while isinstance(node, AlgebraNode) and node.name == "Extend":
+        if node.expr == expr:
+            repeatable = above.isdisjoint(all_variables(expr)) and not _has(expr, UNREPEATABLE)
+            return node.var if repeatable else None
+        above.add(node.var)
+        node = node.p
     return None
 
 
