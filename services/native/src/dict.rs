@@ -145,6 +145,37 @@ impl Section {
         }
         0
     }
+
+    /// The first id (from 1) whose string is at least `term` in byte order;
+    /// `len + 1` when every string sorts before it.
+    pub fn lower_bound(&self, term: &[u8]) -> Result<u64, String> {
+        // the blocks whose first string sorts before `term`
+        let (mut lo, mut hi) = (0usize, self.block_count());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (order, _) = compare_at(self.data, self.blocks.get(mid) as usize, term)
+                .ok_or("dictionary offset out of range")?;
+            if order == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return Ok(1);
+        }
+        // within the last of them: its strings in order, spelled out
+        let first_id = (lo as u64 - 1) * self.block_size + 1;
+        let mut current = Vec::new();
+        for id in first_id..(first_id + self.block_size).min(self.len + 1) {
+            current.clear();
+            self.extract_into(id, &mut current)?;
+            if current.as_slice() >= term {
+                return Ok(id);
+            }
+        }
+        Ok((first_id + self.block_size).min(self.len + 1))
+    }
 }
 
 /// The NUL-terminated string at `pos` against `term` (which holds no NUL):

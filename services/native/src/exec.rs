@@ -139,20 +139,44 @@ fn bind(mu: &[i64], t: &Triple, free: &[(usize, usize)], out: &mut [i64]) -> boo
 
 struct ScanRt {
     pattern: Pattern,
+    /// the global ids `[start, end)` the object may take, when the planner
+    /// knows them (a FILTER's range over the dictionary's order): with subject
+    /// and object free, the scan reads only those objects' entries of the
+    /// object index, the offset counting entries of any predicate
+    objects: Option<(i64, i64)>,
     offset: u64,
     opened: bool,
     cursor: Cursor,
     free: Vec<(usize, usize)>,
+    /// the predicate an entry of a range must have (0: any)
+    predicate: i64,
 }
 
 impl ScanRt {
-    fn new(pattern: Pattern) -> Self {
+    fn new(pattern: Pattern, objects: Option<(i64, i64)>) -> Self {
         ScanRt {
             pattern,
+            objects,
             offset: 0,
             opened: false,
             cursor: Cursor::Empty,
             free: Vec::new(),
+            predicate: 0,
+        }
+    }
+
+    /// The object range the scan reads under `mu`, if it reads one.
+    fn range(&self, mu: &[i64]) -> Option<(i64, i64)> {
+        let [s, _, o] = self.pattern.0;
+        let free = |code: i64| code & 1 == 1 && mu[(code >> 1) as usize] == 0;
+        self.objects.filter(|_| free(s) && free(o))
+    }
+
+    /// How many entries the scan reads under `mu`.
+    fn count(&self, store: &Store, mu: &[i64]) -> u64 {
+        match self.range(mu) {
+            Some((start, end)) => store.object_range_entries(start, end),
+            None => self.pattern.count(store, mu),
         }
     }
 
@@ -166,7 +190,11 @@ impl ScanRt {
         if !self.opened {
             budget.step()?; // opening a scan is a step too
             let [s, p, o] = self.pattern.resolve(mu, &mut self.free);
-            self.cursor = store.search(s, p, o, self.offset);
+            self.cursor = match self.range(mu) {
+                Some((start, end)) => store.search_objects(start, end, self.offset),
+                None => store.search(s, p, o, self.offset),
+            };
+            self.predicate = if self.range(mu).is_some() { p } else { 0 };
             self.opened = true;
         }
         loop {
@@ -178,7 +206,9 @@ impl ScanRt {
                 return Err(Expired);
             }
             self.offset += 1;
-            if bind(mu, &t, &self.free, out) {
+            if (self.predicate == 0 || t[1] as i64 == self.predicate)
+                && bind(mu, &t, &self.free, out)
+            {
                 return Ok(true);
             }
         }
@@ -255,7 +285,8 @@ impl Atom {
 
 /// A plan as the Python side describes it (`NativeHdt.pipeline`).
 pub enum Spec {
-    Scan(Pattern),
+    /// a pattern, and the range of global ids its object may take, if known
+    Scan(Pattern, Option<(i64, i64)>),
     /// the slots the rows bind, their cells (`slots.len()` ids a row, 0:
     /// UNDEF), and how many rows
     Values {
@@ -976,6 +1007,9 @@ impl Tally {
         let Node::Scan(scan) = &self.input else {
             return None;
         };
+        if scan.objects.is_some() {
+            return None;
+        }
         let [s, p, o] = scan.pattern.0;
         let free = |code: i64| code & 1 == 1 && mu[(code >> 1) as usize] == 0;
         let keyed = self.slots.len() == 1 && self.slots[0] == (s >> 1) as usize;
@@ -1116,7 +1150,11 @@ impl Tally {
         let variables = codes.len();
         codes.sort_unstable();
         codes.dedup();
-        if !self.slots.is_empty() || !self.reduced.is_empty() || codes.len() != variables {
+        if !self.slots.is_empty()
+            || !self.reduced.is_empty()
+            || codes.len() != variables
+            || scan.objects.is_some()
+        {
             return Ok(false);
         }
         let total = scan.pattern.count(cx.store, mu);
@@ -1334,7 +1372,7 @@ fn save_mapping(has: bool, current: &[i64], out: &mut Vec<i64>, foreign: &mut Ve
 impl Node {
     fn build(spec: Spec, width: usize, terms: &mut Terms, numbers: &mut usize) -> Node {
         match spec {
-            Spec::Scan(pattern) => Node::Scan(ScanRt::new(pattern)),
+            Spec::Scan(pattern, objects) => Node::Scan(ScanRt::new(pattern, objects)),
             Spec::Values { slots, cells, rows } => Node::Values(ValuesRt {
                 slots,
                 cells,
@@ -1750,7 +1788,7 @@ impl Node {
     /// none; what was handed is done).
     fn fraction(&self, store: &Store, mu: &[i64], inner: Option<f64>) -> f64 {
         match self {
-            Node::Scan(scan) => position(scan.offset, scan.pattern.count(store, mu), inner),
+            Node::Scan(scan) => position(scan.offset, scan.count(store, mu), inner),
             Node::Values(values) => position(values.position, values.rows, inner),
             Node::Union { branches, active } => {
                 let Some(running) = branches.get(*active) else {
@@ -1818,7 +1856,7 @@ impl Node {
     /// UNION's: its branches'), a VALUES's rows.
     fn weight(&self, store: &Store, mu: &[i64]) -> u64 {
         match self {
-            Node::Scan(scan) => scan.pattern.count(store, mu),
+            Node::Scan(scan) => scan.count(store, mu),
             Node::Values(values) => values.rows,
             Node::Union { branches, .. } => branches.iter().map(|b| b.weight(store, mu)).sum(),
             Node::Join(join) => join.left.weight(store, mu),

@@ -122,6 +122,15 @@ impl NativeHdt {
         self.store.distinct_subjects(p)
     }
 
+    /// The object-only terms whose strings lie in `[low, high)` in the
+    /// dictionary's byte order: their global ids `[start, end)`, and how many
+    /// entries of the object index they have.
+    fn object_string_range(&self, low: &[u8], high: &[u8]) -> PyResult<(i64, i64, u64)> {
+        self.store
+            .object_string_range(low, high)
+            .map_err(PyValueError::new_err)
+    }
+
     /// Global id of a term spelled exactly so, 0 if absent.
     fn locate(&self, term: &str) -> u64 {
         self.store.locate(term.as_bytes())
@@ -822,7 +831,10 @@ fn plan_spec(
     };
     let tag: String = item(0)?.extract()?;
     Ok(match tag.as_str() {
-        "scan" => Spec::Scan(pattern(item(1)?)?),
+        "scan" => {
+            let objects: Option<(i64, i64)> = item(2)?.extract()?;
+            Spec::Scan(pattern(item(1)?)?, objects)
+        }
         "values" => {
             let (slots, cells, rows): (Vec<usize>, Vec<i64>, u64) = (
                 item(1)?.extract()?,

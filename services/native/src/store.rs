@@ -414,6 +414,23 @@ impl Store {
                 let p = self.hdt.seq_y.get(y as usize);
                 Some([self.subject_of_pair(y), self.predicate_gid(p), *o_gid])
             }
+            Cursor::Objects { i, end, o, o_end } => {
+                if *i >= *end {
+                    return None;
+                }
+                while *i >= *o_end {
+                    *o += 1;
+                    *o_end = self.index.obj_start.get(*o as usize);
+                }
+                let y = self.index.obj_pairs.get(*i as usize);
+                *i += 1;
+                let p = self.hdt.seq_y.get(y as usize);
+                Some([
+                    self.subject_of_pair(y),
+                    self.predicate_gid(p),
+                    self.object_gid(*o),
+                ])
+            }
             Cursor::SubjectObject { y, end, s, o } => {
                 while *y < *end {
                     let pair = *y;
@@ -425,6 +442,61 @@ impl Store {
                 }
                 None
             }
+        }
+    }
+
+    /// The object-only terms whose strings lie in `[low, high)` in the
+    /// dictionary's byte order, as global ids `[start, end)`, and how many
+    /// entries of the object index they have (every predicate's).
+    pub fn object_string_range(&self, low: &[u8], high: &[u8]) -> Result<(i64, i64, u64), String> {
+        let objects = &self.hdt.objects;
+        let a = objects.lower_bound(low)?;
+        let b = objects.lower_bound(high)?.max(a);
+        let gid = |o: u64| (self.nb_shared + o + self.object_shift) as i64;
+        Ok((gid(a), gid(b), self.object_range_entries(gid(a), gid(b))))
+    }
+
+    /// Objects `[oa, ob)` (object positions) of the global ids `[start,
+    /// end)` of object-only terms, and their entries `[a, b)` of the object index.
+    fn object_range(&self, start: i64, end: i64) -> (u64, u64, u64, u64) {
+        let local = |gid: i64| {
+            (gid.max(0) as u64)
+                .saturating_sub(self.object_shift)
+                .clamp(self.nb_shared + 1, self.nb_objects + 1)
+        };
+        let (oa, ob) = (local(start), local(end).max(local(start)));
+        let starts = &self.index.obj_start;
+        (
+            oa,
+            ob,
+            starts.get(oa as usize - 1),
+            starts.get(ob as usize - 1),
+        )
+    }
+
+    /// How many entries of the object index the global ids `[start, end)` have.
+    pub fn object_range_entries(&self, start: i64, end: i64) -> u64 {
+        let (_, _, a, b) = self.object_range(start, end);
+        b - a
+    }
+
+    /// The triples whose object's global id is in `[start, end)` (object-only
+    /// terms), in the object index's order (object, predicate, subject), after
+    /// skipping `offset` entries.
+    pub fn search_objects(&self, start: i64, end: i64, offset: u64) -> Cursor {
+        let (oa, ob, a, b) = self.object_range(start, end);
+        let starts = &self.index.obj_start;
+        let i = a.saturating_add(offset);
+        if i >= b {
+            return Cursor::Empty;
+        }
+        // the object whose entries hold entry i
+        let o = starts.upper_bound(oa as usize - 1, ob as usize, i) as u64;
+        Cursor::Objects {
+            i,
+            end: b,
+            o,
+            o_end: starts.get(o as usize),
         }
     }
 
@@ -535,6 +607,14 @@ pub enum Cursor {
         i: u64,
         end: u64,
         o_gid: u64,
+    },
+    /// entries `i..end` of the object index over a range of objects, inside
+    /// object `o`'s (which end at `o_end`)
+    Objects {
+        i: u64,
+        end: u64,
+        o: u64,
+        o_end: u64,
     },
     /// the subject's pairs `y..end`, each checked for the object
     SubjectObject {

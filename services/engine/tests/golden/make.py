@@ -1,7 +1,8 @@
 """Write the golden saved plans: one per operator state layout, in the format
 that introduced it (v1; v2 for a Tally or TopK at the root, a plan asked for
 partial answers; v3 for a LeftJoin, OPTIONAL; v4 for a SemiJoin, (NOT) EXISTS
-and MINUS, a Closure, a property path, and a Tally with MIN and MAX). Run once
+and MINUS, a Closure, a property path, and a Tally with MIN and MAX; v5 for a Scan over a
+range of objects). Run once
 per format version; never regenerate an existing file: they pin compatibility,
 so this only writes the cases whose files are missing.
 
@@ -84,6 +85,13 @@ CASES = {
         P + "SELECT ?o (COUNT(*) AS ?n) (MIN(?s) AS ?first) (MAX(?s) AS ?last) WHERE { ?s wsdbm:likes ?o } GROUP BY ?o",
         300,
         {"tally", "scan"},
+    ),
+    # a scan over a range of objects (WatDiv's dates are plain literals: the FILTER keeps none), mid-range
+    "v5-object-range": (
+        P + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+        'SELECT * WHERE { ?s ?p ?d FILTER(?d >= "2002-08-01"^^xsd:date && ?d < "2009-01-01"^^xsd:date) }',
+        300,
+        {"filter", "scan"},
     ),
 }
 PAGE_ROWS = {"v2-tally": 3, "v2-top-k": 2, "v4-tally-min-max": 3}  # the plans asked for partial answers

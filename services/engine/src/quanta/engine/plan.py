@@ -37,11 +37,13 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # 3: layout 1 or 2 with a LeftJoin (OPTIONAL) somewhere (releases reading up to 2 refuse them).
 # 4: layout 1 to 3 with a SemiJoin ((NOT) EXISTS, MINUS) or a Closure (property path) somewhere,
 # or a Tally with MIN, MAX or SAMPLE (releases reading up to 3 refuse them).
+# 5: layout 1 to 4 with a Scan over a range of objects (its offset counts that range's entries).
 FORMAT = 1
 PARTIAL_FORMAT = 2
 OPTIONAL_FORMAT = 3
 SEMI_JOIN_FORMAT = 4
-READABLE_FORMATS = frozenset({0, 1, 2, 3, 4})
+OBJECT_RANGE_FORMAT = 5
+READABLE_FORMATS = frozenset({0, 1, 2, 3, 4, 5})
 # pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
 SELECT = cast("pb.QueryForm", 0)
 ASK = cast("pb.QueryForm", 1)
@@ -211,6 +213,8 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
 
 def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
+    if _has_object_range(tree.spec):
+        return OBJECT_RANGE_FORMAT
     if _has(tree.spec, FORMAT_4_OPERATORS) or (isinstance(tree.operator, Tally) and tree.operator.reduced):
         return SEMI_JOIN_FORMAT
     if _has(tree.spec, {"optional"}):
@@ -223,6 +227,15 @@ def _has(spec: object, tags: Set[str]) -> bool:
     if isinstance(spec, tuple):
         return (bool(spec) and spec[0] in tags) or any(_has(part, tags) for part in spec[1:])
     return isinstance(spec, list) and any(_has(part, tags) for part in spec)
+
+
+def _has_object_range(spec: object) -> bool:
+    """Whether a scan of a native spec reads a range of objects (`("scan", pattern, objects)`)."""
+    if isinstance(spec, tuple):
+        if spec and spec[0] == "scan":
+            return len(spec) > 2 and spec[2] is not None
+        return any(_has_object_range(part) for part in spec[1:])
+    return isinstance(spec, list) and any(_has_object_range(part) for part in spec)
 
 
 FORMAT_4_OPERATORS = frozenset({*SemiJoin.KINDS, "closure"})  # the operators format 4 brought

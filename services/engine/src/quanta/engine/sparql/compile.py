@@ -13,6 +13,7 @@ ORDER BY ... LIMIT (a TopK).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from quanta.engine.operators import Closure, LeftJoin, Operator, Scan, SemiJoin,
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.planner import Component, plan_join
+from quanta.engine.sparql.ranges import ObjectRange, date_ranges
 from quanta.engine.storage import TripleStore
 from quanta.sparql import fragment
 from quanta.sparql.errors import UnsupportedQuery
@@ -246,6 +248,7 @@ class Compiler:
         parts: list[Any] = []
         filters: list[tuple[pb.Expr, frozenset[int]]] = []
         exists: list[tuple[Any, Any]] = []
+        conditions: list[Any] = []
         triples: list[Triple] = []
         stack = [node]
         while stack:
@@ -264,10 +267,11 @@ class Compiler:
                         exists.append((c, n.p))
                     elif getattr(c, "name", None) != "TrueFilter":  # FILTER(true) is a bare literal
                         filters.append(self.expression(c, n.p))
+                        conditions.append(c)
                 stack.append(n.p)
             else:
                 parts.append(n)
-        component = self.join_group(triples, filters, parts, bound)
+        component = self.join_group(triples, filters, parts, bound, ranges=date_ranges(conditions))
         for condition, pattern in exists:
             component = self.exists(component, condition, pattern)
         return component
@@ -279,14 +283,16 @@ class Compiler:
         parts: list[Any],
         bound: frozenset[int],
         start: int = 0,
+        ranges: Mapping[Var, ObjectRange] | None = None,
     ) -> Component:
         """The group's join; an equality of two of its variables (from `filters[start]` on) is
-        a join on one of them (`equated`)."""
+        a join on one of them (`equated`). `ranges`: the strings its FILTERs hold variables
+        between (`ranges.date_ranges`)."""
         equality = self.equality(triples, filters, parts, bound, start)
         if equality is not None:
-            return self.equated(triples, filters, parts, bound, *equality)
+            return self.equated(triples, filters, parts, bound, *equality, ranges or {})
         # every part is compiled (its variables get their slots) even when a constant the data lacks empties the group
-        components = [self.triple(t) for t in triples]
+        components = [self.triple(t, ranges or {}) for t in triples]
         subpatterns = [self.pattern(p, bound) for p in parts]
         if any(c is None for c in components):
             return Component(Values(self.ctx, [], []), 0, frozenset(), frozenset())  # a constant the data lacks
@@ -328,6 +334,7 @@ class Compiler:
         index: int,
         a: int,
         b: int,
+        ranges: Mapping[Var, ObjectRange],
     ) -> Component:
         """A join on ?a instead of a product of the patterns filtered by ?a = ?b (BSBM's business
         intelligence query 2). Where ?a is an IRI or a blank node, ?a = ?b holds exactly when ?b
@@ -348,7 +355,7 @@ class Compiler:
         else:
             rest[index] = (_call(pb.FUNCTION_NOT, _call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=a))), frozenset({a}))
         renamed = [_renamed_triple(triple, var_b, var_a) for triple in triples]
-        joined = self.join_group(renamed, rest, parts, bound, index)  # the equality gone, or its guard there
+        joined = self.join_group(renamed, rest, parts, bound, index, ranges)  # the equality gone, or its guard there
         same = Component(
             Extend(self.ctx, joined.operator, b, pb.Expr(variable=a)),
             joined.estimate,
@@ -358,7 +365,7 @@ class Compiler:
         if same_term:
             return same
         literals = [(_call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=s)), frozenset({s})) for s in (a, b)]
-        other = self.join_group(triples, filters + literals, parts, bound, index + 1)
+        other = self.join_group(triples, filters + literals, parts, bound, index + 1, ranges)
         return Component(
             Union(self.ctx, [same.operator, other.operator]),
             same.estimate + other.estimate,
@@ -382,8 +389,10 @@ class Compiler:
             return out + self.expand_path((s, path.args[-1], o))
         return [triple]
 
-    def triple(self, triple: Triple) -> Component | None:
-        """A scan, or None when a constant is not in the data (no match)."""
+    def triple(self, triple: Triple, ranges: Mapping[Var, ObjectRange]) -> Component | None:
+        """A scan, or None when a constant is not in the data (no match). Its object's values
+        are read as a range of the object index when a FILTER bounds them (`ranges`) and the
+        range holds fewer entries than the pattern has triples."""
         codes = []
         constants = []
         for term in triple:
@@ -398,9 +407,15 @@ class Compiler:
                 codes.append(gid << 1)
                 constants.append(gid)
         s, p, o = constants
-        scan = Scan(self.ctx, (codes[0], codes[1], codes[2]))
+        estimate, objects = self.store.estimate(s, p, o), None
+        subject, _, object_ = triple
+        if object_ in ranges and isinstance(subject, Var | BlankTerm) and subject != object_:
+            start, end, entries = self.store.object_string_range(*ranges[object_])  # type: ignore[index]
+            if entries < estimate:
+                estimate, objects = entries, (start, end)
+        scan = Scan(self.ctx, (codes[0], codes[1], codes[2]), objects)
         variables = frozenset(scan.variables())
-        return Component(scan, self.store.estimate(s, p, o), variables, variables)
+        return Component(scan, estimate, variables, variables)
 
     def values(self, node: Any) -> Component:
         variables: list[Var] = []

@@ -56,6 +56,11 @@ class TripleStore(Protocol):
         """Global id of a term (dictionary syntax), 0 if the dataset lacks it."""
         ...
 
+    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int, int]:
+        """The object-only terms whose dictionary strings lie in [low, high) (byte order):
+        their global ids [start, end), and how many triples have one as object."""
+        ...
+
     def extract(self, gid: int) -> str:
         """Dictionary string of a global id."""
         ...

@@ -53,6 +53,7 @@ class NativeStore:
         self.search_from = hdt.search
         self.estimate = hdt.estimate  # type: ignore[method-assign]
         self.distinct_subjects = hdt.distinct_subjects  # type: ignore[method-assign]
+        self.object_string_range = hdt.object_string_range  # type: ignore[method-assign]
         self.extract = hdt.extract  # type: ignore[method-assign]
         self.extract_many = hdt.extract_many
         self.pipeline = hdt.pipeline
@@ -68,6 +69,9 @@ class NativeStore:
 
     def distinct_subjects(self, p: int) -> int:
         return self.hdt.distinct_subjects(p)
+
+    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int, int]:
+        return self.hdt.object_string_range(low, high)
 
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # as pyHDT: ??O is ordered by predicate first; every other shape by subject
