@@ -311,3 +311,34 @@ def test_a_pattern_filtering_groups_by_their_key_joins_the_group(transport: Loca
         tallies = [r.text for r in remotes(execution.plan.root) if r.piece.partial]
         assert len(tallies) == 1 and "follows" not in tallies[0] and "Role1" not in tallies[0]
         assert as_multiset(head, rows) == oxigraph_solutions(reference_store(), query)
+
+
+def test_sums_of_doubles_are_exact_whatever_the_quanta(transport: LocalTransport) -> None:
+    """SUM and AVG of doubles that are not integral (a rating over 3): the workers add them
+    exactly and hand on exact partial sums, the client adds those exactly and rounds once, so the
+    answer is the exact sum rounded, whether the query runs in many 1 ms quanta or in one."""
+    from fractions import Fraction
+
+    from quanta.sparql.expr_values import nearest_double
+
+    query = P + (
+        f"SELECT ?u (SUM(xsd:double(?r) / 3) AS ?s) (AVG(xsd:double(?r) / 3) AS ?a) (COUNT(*) AS ?n) "
+        f"WHERE {{ {RATED} }} GROUP BY ?u"
+    )
+    values: dict[str, list[Fraction]] = {}
+    for solution in reference_store().query(P + f"SELECT ?u ?r WHERE {{ {RATED} }}"):  # type: ignore[union-attr]
+        values.setdefault(solution["u"].value, []).append(Fraction(float(solution["r"].value) / 3))
+    whole = LocalTransport({"watdiv": {None: open_store(str(SAMPLE), "watdiv")}}, quantum_s=None, max_results=None)
+    answers = []
+    for t in (transport, whole):
+        head, rows, execution = run(t, query)
+        (remote,) = remotes(execution.plan.root)
+        assert remote.piece.partial and "SUM(" in remote.text
+        answers.append(sorted(rows))
+    assert answers[0] == answers[1]
+    at = {name: i for i, name in enumerate(head)}
+    for row in answers[0]:
+        exact = sum(values[row[at["u"]]], Fraction(0))
+        count = len(values[row[at["u"]]])
+        assert float(row[at["s"]].split('"')[1]) == nearest_double(exact)
+        assert float(row[at["a"]].split('"')[1]) == nearest_double(exact / Fraction(count))

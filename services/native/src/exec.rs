@@ -12,7 +12,7 @@
 //! and expressions with no native evaluation, go to the caller's reference
 //! evaluator (`Budget::undecided`).
 
-use crate::expr::{Eval, Expr, Table, Term, Terms, Val};
+use crate::expr::{Eval, Expr, Kind, Table, Term, Terms, Val};
 use crate::order::{compare, compare_rows, OrderKey};
 use crate::store::{Cursor, Store, Triple};
 use std::cmp::Ordering;
@@ -353,7 +353,7 @@ pub enum Spec {
 }
 
 /// A value a tally keeps per row of its key slots: the least or greatest in
-/// ORDER BY's order, the first, or the sum of integral numbers (`Summed`).
+/// ORDER BY's order, the first, or the exact sum of numbers (`Exact`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {
     Min,
@@ -362,9 +362,7 @@ pub enum Reduce {
     Sum,
 }
 
-/// The numeric type of a tally's sum: SPARQL's promotion of its addends' types. Each addend
-/// is integral, and each addend and running total exact in the type (a float's 24 bits, a
-/// double's 53): no addition rounds, the sum is exact (BSBM's `AVG(xsd:float(?score))`).
+/// The numeric type of a tally's sum: SPARQL's promotion of its addends' types.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Summed {
     #[default]
@@ -373,11 +371,25 @@ pub enum Summed {
     Double,
 }
 
-impl Summed {
-    /// An addend: an integer, or a float or double with an integral value exact in its type.
-    fn addend(term: &Term) -> Option<(i64, Summed)> {
+/// Datatypes of a partial sum of floats or doubles handed to the client: its exact value
+/// in decimal notation, which the client adds exactly and rounds once
+/// (`quanta.sparql.expr_values.EXACT_SUMS`): no sum depends on where quanta end.
+pub const EXACT_FLOAT_SUM: &str = "urn:quanta:sum:float";
+pub const EXACT_DOUBLE_SUM: &str = "urn:quanta:sum:double";
+
+/// An exact sum of integers, floats and doubles, `m * 2^e`, reduced (`m` odd, or 0 with
+/// `e` 0); None when it would need more than 128 bits, or its decimal form would.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exact {
+    m: i128,
+    e: i32,
+}
+
+impl Exact {
+    /// An addend: an integer, or a finite float or double (its exact value), and its type.
+    fn addend(term: &Term) -> Option<(Exact, Summed)> {
         if let Some(i) = term.integer() {
-            return Some((i, Summed::Integer));
+            return Some((Exact { m: i as i128, e: 0 }.reduced(), Summed::Integer));
         }
         let (x, double) = term.floating()?;
         let summed = if double {
@@ -385,23 +397,90 @@ impl Summed {
         } else {
             Summed::Float
         };
-        (x.fract() == 0.0 && summed.exact(x.abs() as u64)).then_some((x as i64, summed))
+        Some((Exact::of_double(x)?, summed))
     }
 
-    fn exact(self, magnitude: u64) -> bool {
-        match self {
-            Summed::Integer => true,
-            Summed::Float => magnitude <= 1 << 24,
-            Summed::Double => magnitude <= 1 << 53,
+    fn of_double(x: f64) -> Option<Exact> {
+        if !x.is_finite() {
+            return None;
+        }
+        let bits = x.to_bits();
+        let exponent = ((bits >> 52) & 0x7ff) as i32;
+        let fraction = (bits & ((1 << 52) - 1)) as i128;
+        let (m, e) = if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | 1 << 52, exponent - 1075)
+        };
+        Some(
+            Exact {
+                m: if bits >> 63 == 1 { -m } else { m },
+                e,
+            }
+            .reduced(),
+        )
+    }
+
+    fn reduced(self) -> Exact {
+        if self.m == 0 {
+            return Exact::default();
+        }
+        let zeros = self.m.trailing_zeros();
+        Exact {
+            m: self.m >> zeros,
+            e: self.e + zeros as i32,
         }
     }
 
-    fn value(self, total: i64) -> Val {
-        match self {
-            Summed::Integer => Val::Int(total),
-            Summed::Float => Val::Float(total as f64),
-            Summed::Double => Val::Double(total as f64),
+    fn add(self, other: Exact) -> Option<Exact> {
+        let (high, low) = if self.e >= other.e {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let shift = u32::try_from(high.e - low.e).ok().filter(|&s| s < 126)?;
+        let m = high.m.checked_mul(1i128 << shift)?.checked_add(low.m)?;
+        let sum = Exact { m, e: low.e }.reduced();
+        sum.decimal()?; // kept only if it can be written
+        Some(sum)
+    }
+
+    /// The value as an integer within 64 bits, if it is one.
+    fn integer(self) -> Option<i64> {
+        let shift = u32::try_from(self.e).ok().filter(|&s| s < 64)?;
+        i64::try_from(self.m.checked_mul(1i128 << shift)?).ok()
+    }
+
+    /// The value in decimal notation, every digit exact: `m * 5^k / 10^k` for `e = -k`.
+    fn decimal(self) -> Option<String> {
+        let sign = if self.m < 0 { "-" } else { "" };
+        let magnitude = self.m.unsigned_abs();
+        if self.e >= 0 {
+            let shift = u32::try_from(self.e).ok().filter(|&s| s < 128)?;
+            let whole = magnitude.checked_mul(1u128.checked_shl(shift)?)?;
+            return Some(format!("{sign}{whole}.0"));
         }
+        let k = self.e.unsigned_abs();
+        let digits = magnitude.checked_mul(5u128.checked_pow(k)?)?.to_string();
+        let k = k as usize;
+        let digits = format!("{digits:0>width$}", width = k + 1);
+        let (whole, fraction) = digits.split_at(digits.len() - k);
+        Some(format!("{sign}{whole}.{fraction}"))
+    }
+
+    /// The sum as the term the client reads: an xsd:integer, or its exact decimal value
+    /// typed as a partial sum of floats or doubles.
+    fn value(self, summed: Summed) -> Option<Val> {
+        let datatype = match summed {
+            Summed::Integer => return self.integer().map(Val::Int),
+            Summed::Float => EXACT_FLOAT_SUM,
+            Summed::Double => EXACT_DOUBLE_SUM,
+        };
+        Some(Val::Typed(
+            self.decimal()?.into(),
+            datatype.into(),
+            Kind::Other,
+        ))
     }
 }
 
@@ -875,16 +954,33 @@ struct Tally {
     /// rows to hand on: (key, count, reduced values)
     out: HandOn<(Vec<i64>, u64, Vec<i64>)>,
     row: Vec<i64>,
-    /// the current row's reduced values to keep (`reduce`)
-    pending: Vec<(Option<i64>, Option<OrderKey>, Summed)>,
+    /// the current row's reduced values to keep (`reduce`; None: the kept one stays)
+    pending: Vec<Option<Kept>>,
 }
 
 struct Tallied {
     place: usize,
     count: u64,
-    /// per reduced slot, the value kept (0: none yet) and its place in the order;
-    /// a sum's total and type (minted as a term when the row is handed on)
-    kept: Vec<(i64, Option<OrderKey>, Summed)>,
+    /// per reduced slot, what is kept
+    kept: Vec<Kept>,
+}
+
+/// What a tally keeps of a row for one reduced slot.
+#[derive(Clone, Debug)]
+enum Kept {
+    /// MIN, MAX, SAMPLE: the term (0: none yet) and its place in ORDER BY's order
+    Term(i64, Option<OrderKey>),
+    /// SUM: the exact total and its type (minted as a term when the row is handed on)
+    Sum(Exact, Summed),
+}
+
+impl Kept {
+    fn start(how: Reduce) -> Kept {
+        match how {
+            Reduce::Sum => Kept::Sum(Exact::default(), Summed::Integer),
+            _ => Kept::Term(0, None),
+        }
+    }
 }
 
 impl Tally {
@@ -939,7 +1035,11 @@ impl Tally {
                         entry.count += 1;
                     } else {
                         let place = self.table.len();
-                        let kept = vec![(0, None, Summed::Integer); self.reduced.len()];
+                        let kept = self
+                            .reduced
+                            .iter()
+                            .map(|&(_, _, how)| Kept::start(how))
+                            .collect();
                         self.table.insert(
                             self.key.clone(),
                             Tallied {
@@ -954,11 +1054,9 @@ impl Tally {
                             .table
                             .get_mut(self.key.as_slice())
                             .expect("just counted");
-                        for (kept, (id, key, summed)) in
-                            entry.kept.iter_mut().zip(self.pending.drain(..))
-                        {
-                            if let Some(id) = id {
-                                *kept = (id, key, summed);
+                        for (kept, new) in entry.kept.iter_mut().zip(self.pending.drain(..)) {
+                            if let Some(new) = new {
+                                *kept = new;
                             }
                         }
                     }
@@ -986,14 +1084,14 @@ impl Tally {
         rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
         for (key, entry) in rows {
             let mut kept = Vec::with_capacity(entry.kept.len());
-            for (&(_, _, how), (value, _, summed)) in self.reduced.iter().zip(entry.kept) {
-                kept.push(match how {
+            for value in entry.kept {
+                kept.push(match value {
                     // 0 (unbound) only without a term table, which a plan always has
-                    Reduce::Sum => cx
-                        .terms
-                        .mint_value(cx.store, cx.table, &summed.value(value))
+                    Kept::Sum(total, summed) => total
+                        .value(summed)
+                        .and_then(|v| cx.terms.mint_value(cx.store, cx.table, &v).ok())
                         .unwrap_or(0),
-                    _ => value,
+                    Kept::Term(id, _) => id,
                 });
             }
             self.out.rows.push((key, entry.count, kept));
@@ -1060,35 +1158,33 @@ impl Tally {
         let entry = self.table.get(self.key.as_slice());
         for (i, &(source, _, how)) in self.reduced.iter().enumerate() {
             let id = self.row[source];
-            let (kept, kept_key, kept_sum) = entry.map_or((0, None, Summed::Integer), |e| {
-                (e.kept[i].0, e.kept[i].1.as_ref(), e.kept[i].2)
-            });
-            if how == Reduce::Sum {
-                // an integral number (its total within 64 bits and exact in its type) is added;
-                // anything else is the client's
-                let term = (id != 0).then(|| cx.terms.get(cx.store, cx.table, id).ok());
-                let added =
-                    term.flatten()
-                        .and_then(|t| Summed::addend(&t))
-                        .and_then(|(v, summed)| {
-                            let (total, summed) = (v.checked_add(kept)?, summed.max(kept_sum));
-                            let exact = [v, kept, total]
-                                .iter()
-                                .all(|x| summed.exact(x.unsigned_abs()));
-                            exact.then_some((total, summed))
-                        });
-                match added {
-                    Some((total, summed)) => self.pending.push((Some(total), None, summed)),
-                    None => return false,
+            let start = Kept::start(how);
+            let (kept, kept_key) = match entry.map_or(&start, |e| &e.kept[i]) {
+                &Kept::Sum(total, summed) => {
+                    // a number is added exactly (while its total can be written); anything else is the client's
+                    let term = (id != 0).then(|| cx.terms.get(cx.store, cx.table, id).ok());
+                    let added =
+                        term.flatten()
+                            .and_then(|t| Exact::addend(&t))
+                            .and_then(|(v, kind)| {
+                                let summed = kind.max(summed);
+                                let total = total.add(v)?;
+                                total.value(summed).map(|_| Kept::Sum(total, summed))
+                            });
+                    match added {
+                        Some(kept) => self.pending.push(Some(kept)),
+                        None => return false,
+                    }
+                    continue;
                 }
-                continue;
-            }
+                Kept::Term(kept, key) => (*kept, key.as_ref()),
+            };
             if id == 0 || id == kept || (how == Reduce::Sample && kept != 0) {
-                self.pending.push((None, None, Summed::Integer)); // unbound is no value; the same term changes nothing
+                self.pending.push(None); // unbound is no value; the same term changes nothing
                 continue;
             }
             if how == Reduce::Sample {
-                self.pending.push((Some(id), None, Summed::Integer));
+                self.pending.push(Some(Kept::Term(id, None)));
                 continue;
             }
             let Some(key) = cx
@@ -1101,7 +1197,7 @@ impl Tally {
             };
             let order = match kept_key {
                 None => {
-                    self.pending.push((Some(id), Some(key), Summed::Integer)); // nothing kept yet: this one
+                    self.pending.push(Some(Kept::Term(id, Some(key)))); // nothing kept yet: this one
                     continue;
                 }
                 Some(k) => match compare(&key, k) {
@@ -1124,11 +1220,8 @@ impl Tally {
             } else {
                 order.is_gt()
             };
-            self.pending.push(if better {
-                (Some(id), Some(key), Summed::Integer)
-            } else {
-                (None, None, Summed::Integer)
-            });
+            self.pending
+                .push(better.then_some(Kept::Term(id, Some(key))));
         }
         true
     }

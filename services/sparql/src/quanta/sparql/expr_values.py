@@ -16,7 +16,9 @@ import os
 import re
 import struct
 from decimal import ROUND_DOWN, Context, Decimal
+from fractions import Fraction
 from functools import lru_cache
+from typing import cast
 
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.expr_dates import compare_datetimes, parse_date, parse_datetime
@@ -476,6 +478,68 @@ def compute(op: str, ka: int, x: Number, kb: int, y: Number) -> tuple[int, Numbe
     if op == "-":
         return kind, DECIMALS.subtract(x, y)  # type: ignore[arg-type]
     return kind, _truncate(DECIMALS.multiply(x, y))  # type: ignore[arg-type]
+
+
+# SUM and AVG add floats and doubles exactly and round once, to the promoted type, when the
+# aggregate is read: the result does not depend on the order or grouping of its addends, so a
+# sum merged from partial sums (a quantum's each) is the sum of the rows. A worker writes a
+# partial sum of floats or doubles with its exact value in decimal notation and one of these
+# datatypes (services/native/src/exec.rs, `Exact`).
+EXACT_SUMS = {"urn:quanta:sum:float": FLOAT, "urn:quanta:sum:double": DOUBLE}
+
+Sum = tuple[int, "Number | Fraction"]  # kind, and value: a Fraction while a float or double sum is finite
+
+
+def add_exactly(total: Sum | None, kind: int, value: Number | Fraction, times: int = 1) -> Sum:
+    """`total` plus `times` times `value` (of numeric `kind`): integers and decimals as `compute`
+    adds them; from the first float or double on, exactly (a NaN or an infinity as IEEE adds)."""
+    if kind < FLOAT and (total is None or total[0] < FLOAT):
+        number = cast(Number, value)
+        weighed = (kind, number) if times == 1 else compute("*", kind, number, INTEGER, times)
+        return weighed if total is None else compute("+", total[0], cast(Number, total[1]), *weighed)
+    addend = _exact(value) * times
+    if total is None:
+        return kind, addend
+    old = _exact(total[1])
+    if isinstance(old, float) or isinstance(addend, float):  # a NaN or an infinity
+        return max(kind, total[0]), float(old) + float(addend)
+    return max(kind, total[0]), old + addend
+
+
+def read_sum(total: Sum, count: int | None = None) -> tuple[int, Number]:
+    """A sum (or, divided by `count`, an average) as a value of its kind (an average of integers
+    is a decimal): floats and doubles rounded once."""
+    kind, value = total
+    if isinstance(value, Fraction):
+        exact = value if count is None else value / count
+        return kind, nearest_double(exact) if kind == DOUBLE else nearest_float32(exact)
+    return (kind, value) if count is None else compute("/", kind, value, INTEGER, count)
+
+
+def _exact(value: Number | Fraction) -> Fraction | float:
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return value if isinstance(value, Fraction) else Fraction(value)
+
+
+def nearest_double(exact: Fraction) -> float:
+    try:
+        return float(exact)  # correctly rounded
+    except OverflowError:
+        return math.copysign(math.inf, exact)
+
+
+def nearest_float32(exact: Fraction) -> float:
+    """The xsd:float nearest to `exact` (ties to even). Rounding to a double first errs only
+    when the double lies halfway between two floats and `exact` does not: decided here."""
+    x = nearest_double(exact)
+    f = to_float32(x)
+    if f == x or math.isinf(f):
+        return f
+    other = 2 * x - f  # the float on the other side of x, if x is halfway
+    if to_float32(other) != other or exact == x:
+        return f
+    return max(f, other) if exact > x else min(f, other)
 
 
 def _truncate(d: Decimal) -> Decimal:

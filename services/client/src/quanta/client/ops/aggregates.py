@@ -1,14 +1,16 @@
 """The aggregates (SPARQL 1.1 section 18.5.1), with the expression values of the server.
 
 COUNT skips errors; SUM and AVG are errors if any value is (or is not a
-number); MIN and MAX use ORDER BY's order and skip errors; SAMPLE takes
-the first value; GROUP_CONCAT joins string values (an error if one is not a
-literal). DISTINCT keeps each value once (a set in the group's state).
+number), and add floats and doubles exactly, rounding once (`expr_values.add_exactly`);
+MIN and MAX use ORDER BY's order and skip errors; SAMPLE takes the first value;
+GROUP_CONCAT joins string values (an error if one is not a literal). DISTINCT keeps each
+value once (a set in the group's state).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from quanta.client.ops.expr import ClientExpr
@@ -16,6 +18,7 @@ from quanta.client.ops.order import term_key
 from quanta.sparql.expr_values import (
     DECIMAL,
     DOUBLE,
+    EXACT_SUMS,
     FLOAT,
     INTEGER,
     LANG,
@@ -24,11 +27,12 @@ from quanta.sparql.expr_values import (
     XSD_STRING,
     ExprError,
     Lit,
-    Number,
-    compute,
+    Sum,
+    add_exactly,
     integer,
     make_literal,
     numeric,
+    read_sum,
     too_long,
 )
 from quanta.sparql.terms import literal, split_literal
@@ -74,7 +78,7 @@ class State:
         self.count = 0
         self.error = False
         self.value: str | None = None  # MIN, MAX, SAMPLE
-        self.total: tuple[int, Number] | None = None  # SUM, AVG: the kind and value (`compute`)
+        self.total: Sum | None = None  # SUM, AVG: the kind and value (`add_exactly`)
         self.parts: list[str] = []  # GROUP_CONCAT
         self.chars = 0  # GROUP_CONCAT's length so far: a literal like any other (MAX_LITERAL_CHARS)
         self.seen: set[Any] | None = set() if agg.distinct else None
@@ -123,12 +127,14 @@ class State:
             try:
                 if v is None:
                     raise ExprError("not a number")
-                if v.kind not in NUMBERS:
+                if v.kind in NUMBERS:
+                    number_kind, number = v.kind, v.val  # a numeric literal's value
+                elif agg.summed and v.dt in EXACT_SUMS:  # a worker's partial sum, exact
+                    number_kind, number = EXACT_SUMS[v.dt], Fraction(v.lex)
+                else:
                     raise ExprError("not a number")
-                number: Number = v.val  # type: ignore[assignment]  # a numeric literal's value
                 weighed = times != 1 and not agg.summed
-                added = compute("*", v.kind, number, INTEGER, times) if weighed else (v.kind, number)
-                self.total = added if self.total is None else compute("+", *self.total, *added)
+                self.total = add_exactly(self.total, number_kind, number, times if weighed else 1)  # type: ignore[arg-type]
             except (ExprError, ArithmeticError, ValueError):
                 self.error = True
         elif kind == "GroupConcat":
@@ -151,12 +157,12 @@ class State:
         if kind in ("Min", "Max", "Sample"):
             return self.value
         if kind == "Sum":
-            return value_term(numeric(*self.total)) if self.total is not None else value_term(integer(0))
+            return value_term(numeric(*read_sum(self.total))) if self.total is not None else value_term(integer(0))
         if kind == "Avg":
             if self.total is None:
                 return value_term(integer(0))
             try:
-                return value_term(numeric(*compute("/", *self.total, INTEGER, self.count)))
+                return value_term(numeric(*read_sum(self.total, self.count)))
             except (ExprError, ArithmeticError, ValueError):
                 return None
         if kind == "GroupConcat":
