@@ -136,12 +136,8 @@ class TestGatewayFirstQuantum:
         bounds = {"minimum": "ge", "maximum": "le", "exclusiveMinimum": "gt", "exclusiveMaximum": "lt"}
         for value, field in (("localQuantumMs", "local_quantum_ms"), ("localShare", "local_share")):
             chart = {bounds[k]: v for k, v in settings[value].items() if k in bounds}
-            gateway = {
-                name: getattr(rule, name)
-                for rule in Settings.model_fields[field].metadata
-                for name in bounds.values()
-                if hasattr(rule, name)
-            }
+            rules = Settings.__dataclass_fields__[field].metadata
+            gateway = {name: rules[name] for name in bounds.values() if name in rules}
             assert chart == gateway, value
 
 

@@ -52,9 +52,9 @@ def catalog(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(catalog: Path, redis_url: str) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"catalog": catalog, "redis_url": redis_url, "secret_keys": SECRET_KEYS}
+        values: dict[str, Any] = {"catalog": catalog, "redis": {"url": redis_url}, "secret_keys": SECRET_KEYS}
         values.update(overrides)
-        return Settings(**values)
+        return Settings.from_env(**values)
 
     return make
 

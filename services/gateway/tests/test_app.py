@@ -7,10 +7,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
+from quanta.common.logs import JsonFormatter, request_id
+from quanta.common.settings import SettingsError
 from quanta.gateway.config import Settings
-from quanta.gateway.logs import JsonFormatter, request_id
 from quanta.sparql.errors import ErrorKind
 
 
@@ -66,18 +66,21 @@ def test_settings_from_environment(catalog: Path, monkeypatch) -> None:
     monkeypatch.setenv("QUANTA_SECRET_KEYS", "new:0123456789abcdef0123,old:fedcba9876543210fedc")
     monkeypatch.setenv("QUANTA_MAX_QUEUE", "7")
     monkeypatch.setenv("QUANTA_TRUST_FORWARDED", "true")
-    settings = Settings()
+    monkeypatch.setenv("QUANTA_REDIS_CONNECT_TIMEOUT_S", "0.5")
+    settings = Settings.from_env()
     assert settings.max_queue == 7 and settings.trust_forwarded
+    # the worker's variables, with the gateway's defaults: it gives up on Redis sooner (a client waits)
+    assert (settings.redis.socket_timeout_s, settings.redis.connect_timeout_s) == (2.0, 0.5)
     assert [kid for kid, _ in settings.signing_keys()] == ["new", "old"]
     assert "0123456789" not in repr(settings)
 
 
 def test_dev_mode_generates_a_secret(catalog: Path, monkeypatch, caplog) -> None:
     monkeypatch.delenv("QUANTA_SECRET_KEYS", raising=False)
-    with pytest.raises(ValidationError, match="QUANTA_SECRET_KEYS is required"):
-        Settings(catalog=catalog)
+    with pytest.raises(SettingsError, match="QUANTA_SECRET_KEYS is required"):
+        Settings.from_env(catalog=catalog)
     with caplog.at_level(logging.WARNING):
-        one, two = Settings(catalog=catalog, dev=True), Settings(catalog=catalog, dev=True)
+        one, two = Settings.from_env(catalog=catalog, dev=True), Settings.from_env(catalog=catalog, dev=True)
     assert one.signing_keys()[0][0] == "dev" and one.signing_keys() != two.signing_keys()
     assert "random key" in caplog.text
 

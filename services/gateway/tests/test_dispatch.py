@@ -45,11 +45,11 @@ def dispatch(
     """Run `times` tasks through a dispatcher built as the gateway builds it."""
 
     async def go() -> list[Outcome]:
-        redis_client = async_client(settings.redis(), retry=Retry(NoBackoff(), 1))
-        pool = RespPool(settings.redis())
+        redis_client = async_client(settings.redis, retry=Retry(NoBackoff(), 1))
+        pool = RespPool(settings.redis)
         admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
         dispatcher = Dispatcher(
-            redis_client, pool, admitter, command_timeout_s=settings.redis_timeout_s,
+            redis_client, pool, admitter, command_timeout_s=settings.redis.socket_timeout_s,
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
         try:
@@ -107,7 +107,7 @@ def test_rate_limited_then_retry_later(settings, consumer) -> None:
 
 
 def test_queue_full(settings) -> None:
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     r.xadd(keys.TASKS, {"task": b"queued"})
     (outcome,) = dispatch(settings(max_queue=1, retry_after_s=7))
@@ -116,7 +116,7 @@ def test_queue_full(settings) -> None:
 
 
 def test_redis_down(settings) -> None:
-    (outcome,) = dispatch(settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    (outcome,) = dispatch(settings(redis={"url": f"redis://127.0.0.1:{free_port()}/0"}))
     assert isinstance(outcome, RedisDown) and outcome.kind is ErrorKind.REDIS_UNAVAILABLE and outcome.kind.retryable
 
 
@@ -124,4 +124,4 @@ def test_reply_timeout_withdraws_the_task(settings) -> None:
     (outcome,) = dispatch(settings(reply_timeout_s=0.2))
     assert isinstance(outcome, ReplyTimeout) and outcome.timeout_s == pytest.approx(0.2)
     assert outcome.kind is ErrorKind.REPLY_TIMEOUT and outcome.kind.retryable
-    assert redis.Redis.from_url(settings().redis_url).xlen(keys.TASKS) == 0
+    assert redis.Redis.from_url(settings().redis.url).xlen(keys.TASKS) == 0

@@ -58,7 +58,7 @@ def test_queue_gauges_from_redis(settings, serve) -> None:
     text = client.get("/metrics").text
     assert value(text, "quanta_redis_up") == 1 and value(text, "quanta_queue_depth") == 0
     assert ("quanta_queue_pending", ()) not in samples(text)  # no stream, no group yet
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     for _ in range(5):
         r.xadd(keys.TASKS, {"task": b"t"})

@@ -46,7 +46,7 @@ def test_only_authenticated_keys_have_their_own_bucket(settings, serve, consumer
     other = client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-api-key": "someone-else"})
     assert other.status_code == 200
     # Keys are hashed: they never reach Redis.
-    assert rate_buckets(settings().redis_url) == {"quanta:rate:ip:127.0.0.1", f"quanta:rate:key:{known[:32]}"}
+    assert rate_buckets(settings().redis.url) == {"quanta:rate:ip:127.0.0.1", f"quanta:rate:key:{known[:32]}"}
 
 
 def test_api_key_hashes_must_be_sha256(settings) -> None:
@@ -70,7 +70,7 @@ def test_forwarded_address_only_when_trusted(settings, serve, consumer) -> None:
     serve(settings(rate_limit=1, trust_forwarded=True)).post(
         "/v1/datasets/watdiv/query", json={"query": QUERY}, headers=spoof
     )
-    assert rate_buckets(settings().redis_url) == {"quanta:rate:ip:127.0.0.1", "quanta:rate:ip:198.51.100.7"}
+    assert rate_buckets(settings().redis.url) == {"quanta:rate:ip:127.0.0.1", "quanta:rate:ip:198.51.100.7"}
 
 
 def test_an_ipv6_client_is_its_64(settings, serve, consumer) -> None:
@@ -78,7 +78,7 @@ def test_an_ipv6_client_is_its_64(settings, serve, consumer) -> None:
     client = serve(settings(rate_limit=1, trust_forwarded=True))
     for ip in ("2001:db8:0:7::1", "2001:db8:0:7:ffff::2", "::ffff:198.51.100.8", "198.51.100.9"):
         client.post("/v1/datasets/watdiv/query", json={"query": QUERY}, headers={"x-forwarded-for": ip})
-    assert rate_buckets(settings().redis_url) == {
+    assert rate_buckets(settings().redis.url) == {
         "quanta:rate:ip:2001:db8:0:7::/64", "quanta:rate:ip:198.51.100.8", "quanta:rate:ip:198.51.100.9"
     }  # fmt: skip
 
@@ -101,7 +101,7 @@ def test_the_fairness_key_of_an_address(address: str, key: str) -> None:
 def test_new_work_stops_short_of_the_reserve(settings, serve) -> None:
     """Of a queue of 10, 2 are kept for running /sparql queries' later tasks: a /v1 query is refused at 8."""
     client = serve(settings(max_queue=10, queue_reserve=0.2))
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     for _ in range(8):
         r.xadd(keys.TASKS, {"task": b"queued"})
@@ -112,7 +112,7 @@ def test_new_work_stops_short_of_the_reserve(settings, serve) -> None:
 
 def test_full_queue_503(settings, serve) -> None:
     client = serve(settings(max_queue=3, retry_after_s=7))
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     for _ in range(3):
         r.xadd(keys.TASKS, {"task": b"queued"})
@@ -123,7 +123,7 @@ def test_full_queue_503(settings, serve) -> None:
 
 
 def test_redis_unreachable_503_quickly(settings, serve) -> None:
-    client = serve(settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    client = serve(settings(redis={"url": f"redis://127.0.0.1:{free_port()}/0"}))
     started = time.monotonic()
     response = client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
     assert time.monotonic() - started < 2
@@ -138,7 +138,7 @@ def test_redis_unreachable_503_quickly(settings, serve) -> None:
 def test_redis_dies_while_waiting_503_quickly(settings, serve, consumer) -> None:
     own = RedisServer().start()
     try:
-        client = serve(settings(redis_url=own.url, reply_timeout_s=10))
+        client = serve(settings(redis={"url": own.url}, reply_timeout_s=10))
         killer = threading.Timer(0.3, own.stop)
         killer.start()
         started = time.monotonic()
@@ -156,7 +156,7 @@ def test_redis_dies_while_waiting_503_quickly(settings, serve, consumer) -> None
 
 def test_reply_timeout_504_then_resume_loses_nothing(settings, serve, consumer) -> None:
     client = serve(settings(reply_timeout_s=0.3))
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     response = client.post("/v1/datasets/watdiv/query", json={"query": QUERY})
     body = problem(response, 504, "reply-timeout")
     assert response.headers["retry-after"] == "1" and body["next"]
@@ -202,7 +202,7 @@ def test_late_reply_after_timeout_is_not_read_by_the_next_request(settings, serv
 
 def test_readyz_needs_a_live_worker(settings, serve, consumer) -> None:
     client = serve(settings())
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     assert client.get("/readyz").json() == {"status": "not-ready", "redis": True, "workers": 0}
     r.zadd(keys.WORKERS, {"stale": time.time() - keys.WORKER_STALE_S - 1})
     assert client.get("/readyz").status_code == 503
@@ -234,7 +234,7 @@ def test_a_client_holds_at_most_its_share_of_the_queue(settings, serve) -> None:
     client gets 429 too-many-tasks while others are still admitted; an answered or withdrawn task
     frees its place without any release from the gateway."""
     client = serve(settings(max_client_tasks=2, max_queue=10, reply_timeout_s=2, trust_forwarded=True))
-    r = redis.Redis.from_url(settings().redis_url)
+    r = redis.Redis.from_url(settings().redis.url)
     statuses: list[int] = []
 
     def send(ip: str) -> None:
@@ -274,7 +274,7 @@ def test_a_client_holds_at_most_its_share_of_the_queue(settings, serve) -> None:
 def test_redis_at_maxmemory_503_queue_full(settings, serve) -> None:
     own = RedisServer().start()
     try:
-        client = serve(settings(redis_url=own.url, retry_after_s=3, sparql_max_queries=2))
+        client = serve(settings(redis={"url": own.url}, retry_after_s=3, sparql_max_queries=2))
         redis.Redis.from_url(own.url).config_set("maxmemory", 1)  # noeviction: every write is refused
         for response in [
             client.post("/v1/datasets/watdiv/query", json={"query": QUERY}),

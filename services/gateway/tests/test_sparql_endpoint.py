@@ -64,13 +64,13 @@ class SparqlService:
         queries from one address, sharing one bucket in Redis (5/s drained it in a CI run)."""
         values: dict[str, Any] = {
             "catalog": self.catalog,
-            "redis_url": self.redis_url,
+            "redis": {"url": self.redis_url},
             "secret_keys": SECRET,
             "sparql_query_rate": 0,
         }
         if api_key:
             values["api_key_hashes"] = hashlib.sha256(api_key.encode()).hexdigest()
-        self.gateways.append(Served(Settings(**(values | settings))))
+        self.gateways.append(Served(Settings.from_env(**(values | settings))))
         client = self.gateways[-1].client
         if api_key:
             client.headers["x-api-key"] = api_key

@@ -49,7 +49,8 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     )
     with redis_server() as server:
         worker = _start_worker(server, catalog)
-        settings = Settings(catalog=catalog, redis_url=server.url, secret_keys="e2e:0123456789abcdef01234567")
+        secret_keys = "e2e:0123456789abcdef01234567"
+        settings = Settings.from_env(catalog=catalog, redis={"url": server.url}, secret_keys=secret_keys)
         served = Served(settings)
         try:
             yield Service(served.client, redis.Redis.from_url(server.url))

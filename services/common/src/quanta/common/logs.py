@@ -1,5 +1,5 @@
-"""Logs as one JSON object per line on stderr, in every role: a traceback is a field of its
-record (`exc`), never lines of its own, so a log collector keeps each event whole."""
+"""Logs as one JSON object per line on stderr, in every role (gateway, worker, loader): a traceback
+is a field of its record (`exc`), never lines of its own, so a log collector keeps each event whole."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import threading
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -14,12 +15,13 @@ from typing import Any
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
 
-class JsonFormatter(logging.Formatter):
-    """`ts`, `level`, `logger`, `pid`, `msg`, the record's extra fields, and `exc` for a traceback."""
+# The id of the HTTP request being served: set by the gateway's edge middleware for its duration.
+request_id: ContextVar[str] = ContextVar("request_id", default="")
 
-    def context(self) -> dict[str, Any]:
-        """Fields of the current context (a request id...); subclasses add theirs."""
-        return {}
+
+class JsonFormatter(logging.Formatter):
+    """`ts`, `level`, `logger`, `pid`, `msg`, `request_id` while serving one, the record's extra
+    fields, and `exc` for a traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -28,8 +30,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "pid": record.process,
             "msg": record.getMessage(),
-            **self.context(),
         }
+        if rid := request_id.get():
+            doc["request_id"] = rid
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 doc[key] = value

@@ -1,17 +1,23 @@
-"""Redis connection settings, read from the environment in one place (QUANTA_REDIS_*).
+"""Settings from the environment, the same way in every role, and the Redis settings they share.
 
-Every role (gateway, worker) connects to Redis with the same options, so the
-chart sets the same variables on every pod: a plain, TLS (`rediss://` plus a
-CA file and, for mutual TLS, a client certificate) or Sentinel-managed Redis.
+A role's settings are one frozen dataclass deriving from `EnvSettings` (the gateway's
+`quanta.gateway.config.Settings`, the worker's `quanta.worker.config.WorkerSettings`). Each
+field is read from QUANTA_<FIELD> (or the variable its `setting(env=...)` names), parsed by its
+type and checked against its bounds and by the class's `check()`; a bad value raises
+SettingsError, which names the variable. An empty variable counts as unset, except for a field
+declared with `keep_empty` (where "" means something). A field whose type is itself an
+`EnvSettings` (RedisSettings) is read from its own variables, starting from that field's default:
+so every role reads the same QUANTA_REDIS_* variables, and a role may give them other defaults.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self, get_args, get_type_hints
 from urllib.parse import unquote, urlsplit
 
 
@@ -19,12 +25,108 @@ class SettingsError(ValueError):
     """A variable that cannot be used; the message names it."""
 
 
-@dataclass(frozen=True, slots=True)
-class RedisSettings:
+def setting(
+    default: Any = MISSING,
+    *,
+    factory: Callable[[], Any] | None = None,
+    env: str | None = None,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    secret: bool = False,
+    keep_empty: bool = False,
+) -> Any:
+    """A field of an EnvSettings class that needs more than a default: its bounds, a variable
+    other than QUANTA_<FIELD>, a default made per instance (`factory`), a value kept out of repr
+    (`secret`), or an empty variable that is a value (`keep_empty`)."""
+    options = {"env": env, "ge": ge, "gt": gt, "le": le, "lt": lt, "keep_empty": keep_empty or None}
+    metadata = {key: value for key, value in options.items() if value is not None}
+    if factory is not None:
+        return field(default_factory=factory, repr=not secret, metadata=metadata)
+    return field(default=default, repr=not secret, metadata=metadata)
+
+
+_BOUNDS = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+_TRUE, _FALSE = {"1", "true", "t", "yes", "y", "on"}, {"0", "false", "f", "no", "n", "off"}
+_KINDS = {int: "an integer", float: "a number"}
+
+
+class EnvSettings:
+    """The base of every role's settings: see the module's docstring."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    env_prefix: ClassVar[str] = "QUANTA_"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:
+        """From the environment (or `env`), then `overrides` that are not None (a command's flags, a
+        test's values); the override of a nested settings field is a mapping of its own fields."""
+        make: Callable[..., Self] = cls
+        return make(**cls._read(os.environ if env is None else env, overrides))
+
+    @classmethod
+    def variable(cls, f: Field[Any]) -> str:
+        """The environment variable of field `f`."""
+        return str(f.metadata.get("env") or cls.env_prefix + f.name.upper())
+
+    @classmethod
+    def _read(cls, source: Mapping[str, str], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        kinds = get_type_hints(cls)
+        for f in fields(cls):
+            kind, given, name = kinds[f.name], overrides.get(f.name), cls.variable(f)
+            raw = source.get(name)
+            if isinstance(kind, type) and issubclass(kind, EnvSettings) and not isinstance(given, kind):
+                start = kind() if f.default_factory is MISSING else f.default_factory()  # the role's defaults
+                values[f.name] = replace(start, **kind._read(source, given or {}))
+            elif given is not None:
+                values[f.name] = given
+            elif raw or (raw == "" and f.metadata.get("keep_empty")):
+                values[f.name] = _parse(name, raw, kind)
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise SettingsError(f"{name} is required")
+        return values
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            for bound, (holds, sign) in _BOUNDS.items():
+                limit = f.metadata.get(bound)
+                if limit is not None and not holds(value, limit):  # `not`: NaN fails every bound
+                    raise SettingsError(f"{self.variable(f)}: {value!r} is not {sign} {limit}")
+        self.check()
+
+    def check(self) -> None:
+        """What bounds cannot say (fields that go together...): raise SettingsError naming the variable."""
+
+
+def _parse(name: str, raw: str, kind: Any) -> Any:
+    kind = next((k for k in get_args(kind) if k is not type(None)), kind)  # `X | None`: an X
+    if kind is bool:
+        word = raw.strip().lower()
+        if word not in _TRUE | _FALSE:
+            raise SettingsError(f"{name}: {raw!r} is not a boolean (1, true, yes, on; 0, false, no, off)")
+        return word in _TRUE
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: {raw!r} is not {_KINDS.get(kind, kind.__name__)}") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedisSettings(EnvSettings):
+    """How every role connects to Redis (QUANTA_REDIS_<FIELD>): a plain, TLS (`rediss://` plus a CA
+    file and, for mutual TLS, a client certificate) or Sentinel-managed Redis."""
+
+    env_prefix: ClassVar[str] = "QUANTA_REDIS_"
+
     url: str = "redis://127.0.0.1:6379/0"
-    socket_timeout_s: float = 5.0  # per command; a blocking read's own timeout comes on top
-    connect_timeout_s: float = 2.0
-    password: str | None = None  # overrides the URL's (so the URL can stay out of Secrets)
+    # per command; a blocking read's own timeout comes on top
+    socket_timeout_s: float = setting(5.0, env="QUANTA_REDIS_TIMEOUT_S", gt=0)
+    connect_timeout_s: float = setting(2.0, gt=0)
+    password: str | None = setting(None, secret=True)  # overrides the URL's (so the URL can stay out of Secrets)
     tls_ca_file: str | None = None  # CA bundle that signed the server's certificate (rediss://)
     tls_cert_file: str | None = None  # client certificate, for Redis's tls-auth-clients
     tls_key_file: str | None = None
@@ -33,25 +135,7 @@ class RedisSettings:
     # the URL then gives only the scheme (TLS or not), database and password.
     sentinels: str = ""
     sentinel_master: str = "mymaster"
-    sentinel_password: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RedisSettings:
-        """QUANTA_REDIS_URL, QUANTA_REDIS_TIMEOUT_S, QUANTA_REDIS_CONNECT_TIMEOUT_S, ...: each field's
-        name in upper case after QUANTA_REDIS_ (socket_timeout_s is QUANTA_REDIS_TIMEOUT_S)."""
-        source: Mapping[str, str] = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            name = "QUANTA_REDIS_" + ("TIMEOUT_S" if f.name == "socket_timeout_s" else f.name.upper())
-            if f.name == "url":
-                name = "QUANTA_REDIS_URL"
-            raw = source.get(name)
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _parse(name, raw, f.default)
-        settings = cls(**values)
-        settings.check()
-        return settings
+    sentinel_password: str | None = setting(None, secret=True)
 
     def check(self) -> None:
         scheme = urlsplit(self.url).scheme
@@ -111,16 +195,3 @@ class RedisSettings:
         host = parts.netloc.rpartition("@")[2]
         where = f"sentinels {self.sentinels} master {self.sentinel_master}" if self.sentinels else host
         return f"{parts.scheme}://{where}{parts.path}"
-
-
-def _parse(name: str, raw: str, default: Any) -> Any:
-    try:
-        if isinstance(default, bool):
-            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError(raw)
-            return raw.lower() in ("1", "true", "yes")
-        if isinstance(default, float):
-            return float(raw)
-        return raw
-    except ValueError:
-        raise SettingsError(f"{name}: cannot read {raw!r}") from None

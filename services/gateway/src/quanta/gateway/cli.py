@@ -11,12 +11,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import Any
 
 from quanta.common.catalog import CatalogError, load_catalog
+from quanta.common.logs import JsonFormatter
+from quanta.common.settings import SettingsError
 from quanta.gateway.config import Settings
-from quanta.gateway.logs import logging_config
 
 log = logging.getLogger("quanta.gateway")
 
@@ -62,12 +62,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def logging_config(level: str = "INFO") -> dict[str, Any]:
+    """JSON lines (quanta.common.logs) for the gateway and uvicorn, as a dictConfig: uvicorn applies
+    it in each of its worker processes."""
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"stderr": handler},
+        "root": {"handlers": ["stderr"], "level": level},
+        "loggers": {
+            "uvicorn": {"handlers": [], "propagate": True, "level": level},
+            "uvicorn.error": {"handlers": [], "propagate": True, "level": level},
+            "uvicorn.access": {"handlers": [], "propagate": False, "level": "WARNING"},
+        },
+    }
+
+
 def _check_settings() -> Settings | None:
     """Settings and catalog, or None after saying what is wrong (fail before forking workers)."""
     try:
-        settings = Settings()
+        settings = Settings.from_env()
         load_catalog(settings.catalog)
-    except (ValidationError, CatalogError) as error:
+    except (SettingsError, CatalogError) as error:
         print(f"quanta gateway: {error}", file=sys.stderr)
         return None
     return settings

@@ -71,22 +71,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Ordinary commands: short timeouts and one retry (a pooled connection may predate a Redis restart).
-        redis = async_client(settings.redis(), retry=Retry(NoBackoff(), 1))
+        redis = async_client(settings.redis, retry=Retry(NoBackoff(), 1))
         # The query route's admission and blocking read: no retry (a lost connection means a
         # lost reply list: answer 503 at once rather than wait for nothing).
-        pool = RespPool(settings.redis())
+        pool = RespPool(settings.redis)
         admitter = Admitter(
             settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s,
             client_tasks=settings.max_client_tasks, reserve=settings.queue_reserve,
         )  # fmt: skip
         dispatcher = Dispatcher(
-            redis, pool, admitter, command_timeout_s=settings.redis_timeout_s,
+            redis, pool, admitter, command_timeout_s=settings.redis.socket_timeout_s,
             reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
         fair_use = FairUse(
             pool, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
             burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
-            timeout_s=settings.redis_timeout_s,
+            timeout_s=settings.redis.socket_timeout_s,
         )  # fmt: skip
         first: FirstQuantum | None = None
         opening: asyncio.Task[None] | None = None
@@ -99,7 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,
             fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher, first),
         )  # fmt: skip
-        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis().redacted_url()})
+        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis.redacted_url()})
         try:
             yield
         finally:

@@ -15,8 +15,8 @@ import uuid
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from quanta.common.logs import request_id
 from quanta.gateway import metrics
-from quanta.gateway.logs import request_id
 from quanta.sparql.errors import ErrorKind
 
 access = logging.getLogger("quanta.gateway.access")

@@ -18,8 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
+from quanta.common.logs import request_id
 from quanta.gateway.dispatch import Failed, Failure, RedisDown, ReplyTimeout, WrongReply
-from quanta.gateway.logs import request_id
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 

@@ -15,31 +15,12 @@ import signal
 import sys
 from typing import Any
 
+from quanta.common.logs import setup_json_logging
 from quanta.loader import memory
 from quanta.loader.build import LoadError, Options, Problem, load
 from quanta.loader.progress import ProgressBar, SkipReporter
 
 log = logging.getLogger("quanta.loader")
-
-
-class _JsonLines(logging.Formatter):
-    """`--log-format json` (a Kubernetes Job): one JSON object per line, as every role logs
-    (quanta.common.logs; the loader does not depend on quanta-common)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        doc = {"ts": round(record.created, 6), "level": record.levelname.lower(), "logger": record.name,
-               "pid": record.process, "msg": record.getMessage(), **getattr(record, "fields", {})}  # fmt: skip
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
-
-
-def _json_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonLines())
-    log.handlers[:] = [handler]
-    log.propagate = False
-    log.setLevel(logging.INFO)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +81,7 @@ class JsonSkipReporter(SkipReporter):
     """`--log-format json` (a Kubernetes Job): each skipped statement is one JSON log record."""
 
     def skipped(self, problem: Problem) -> None:
-        log.warning("skipped a malformed statement", extra={"fields": {"problem": problem.__dict__}})
+        log.warning("skipped a malformed statement", extra={"problem": problem.__dict__})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     as_json = args.log_format == "json"
     listener: ProgressBar | SkipReporter
     if as_json:
-        _json_logging()
+        setup_json_logging()  # as every role logs
         listener = JsonSkipReporter()
     elif sys.stderr.isatty():
         listener = ProgressBar()
@@ -122,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     except LoadError as e:
         _clear(listener)
         if as_json:
-            log.error("load failed", extra={"fields": {"error": str(e), "exit_status": e.exit_code}})
+            log.error("load failed", extra={"error": str(e), "exit_status": e.exit_code})
         else:
             print(f"quanta load: error: {e}", file=sys.stderr)
         if not sys.stdout.isatty():

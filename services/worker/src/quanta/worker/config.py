@@ -9,12 +9,11 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from quanta.common.catalog import Dataset
-from quanta.common.settings import RedisSettings, SettingsError
+from quanta.common.settings import EnvSettings, RedisSettings, SettingsError, setting
 
 MIN_STALL_S = 5.0  # the automatic stall limit's floor: far above any quantum, under the gateway's 30 s wait
 # The watchdog's second hand: this long after the stall limit, a main thread that has not come
@@ -24,52 +23,41 @@ STALL_GRACE_S = 1.0
 RECLAIM_MARGIN_S = 1.0  # a stuck worker has been ended this long before its task is reclaimed
 BLOCK_S = 1.0  # XREADGROUP blocks this long when the stream is empty
 HEARTBEAT_S = 1.0  # how often the task loop refreshes the worker's heartbeat (keys.WORKERS)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    catalog: str | None = None  # QUANTA_CATALOG: dataset catalog (TOML)
-    name: str = ""  # QUANTA_WORKER_NAME: consumer name (default: host name and pid, unique per process)
-    metrics_port: int = 0  # QUANTA_METRICS_PORT: /metrics, /livez and /readyz (0: off)
-    metrics_host: str = "0.0.0.0"  # QUANTA_METRICS_HOST
-    # QUANTA_RECLAIM_IDLE_MS: take over tasks idle this long (0: the stall limit plus 2 s, so a
-    # task runs on one worker at a time; without a stall limit, 10 quanta, >= 1 s; 10 min for `inf` quanta)
+def _host_and_pid() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings(EnvSettings):
+    """Read from QUANTA_<FIELD> (quanta.common.settings); `from_env(**flags)` lets flags win."""
+
+    catalog: str | None = None  # dataset catalog (TOML)
+    # consumer name (default: host name and pid, unique per process)
+    name: str = setting(factory=_host_and_pid, env="QUANTA_WORKER_NAME")
+    metrics_port: int = 0  # /metrics, /livez and /readyz (0: off)
+    metrics_host: str = "0.0.0.0"
+    # Take over tasks idle this long (0: the stall limit plus 2 s, so a task runs on one worker at
+    # a time; without a stall limit, 10 quanta, >= 1 s; 10 min for `inf` quanta)
     reclaim_idle_ms: int = 0
-    # QUANTA_WORKER_STALL_S: a task whose engine work (parse or resume, the quantum, suspend, writing
-    # the page) runs this long has stalled its worker (quanta.worker.runner.watchdog): it is stopped
-    # and answered 422 stall-limit, and the worker restarts; one stuck in C code that holds the GIL
-    # ends its worker STALL_GRACE_S later, and another worker takes the task over (0: ten quanta of
-    # the slowest dataset, at least 5 s; inf: no watchdog). Tasks of `inf` quanta are never watched.
-    stall_s: float = 0.0
-    # QUANTA_LIVENESS_TIMEOUT_S: /livez fails when the task loop has not come round for this long
-    # (it comes round at least every second, plus the quantum in hand).
-    liveness_timeout_s: float = 60.0
-    log_level: str = "INFO"  # QUANTA_LOG_LEVEL
+    # A task whose engine work (parse or resume, the quantum, suspend, writing the page) runs this
+    # long has stalled its worker (quanta.worker.runner.watchdog): it is stopped and answered 422
+    # stall-limit, and the worker restarts; one stuck in C code that holds the GIL ends its worker
+    # STALL_GRACE_S later, and another worker takes the task over (0: ten quanta of the slowest
+    # dataset, at least 5 s; inf: no watchdog). Tasks of `inf` quanta are never watched.
+    stall_s: float = setting(0.0, env="QUANTA_WORKER_STALL_S", ge=0)
+    # /livez fails when the task loop has not come round for this long (it comes round at least
+    # every second, plus the quantum in hand).
+    liveness_timeout_s: float = setting(60.0, gt=0)
+    log_level: str = "INFO"  # debug, info, warning or error
     redis: RedisSettings = field(default_factory=RedisSettings)
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> WorkerSettings:
-        """From the environment, then `overrides` that are not None (the command's flags)."""
-        source: Mapping[str, str] = os.environ if env is None else env
-        read = cls(
-            catalog=source.get("QUANTA_CATALOG") or None,
-            name=source.get("QUANTA_WORKER_NAME") or f"{socket.gethostname()}-{os.getpid()}",
-            metrics_port=_int(source, "QUANTA_METRICS_PORT", 0),
-            metrics_host=source.get("QUANTA_METRICS_HOST") or "0.0.0.0",
-            reclaim_idle_ms=_int(source, "QUANTA_RECLAIM_IDLE_MS", 0),
-            stall_s=_float(source, "QUANTA_WORKER_STALL_S", 0.0),
-            liveness_timeout_s=_float(source, "QUANTA_LIVENESS_TIMEOUT_S", 60.0),
-            log_level=(source.get("QUANTA_LOG_LEVEL") or "INFO").upper(),
-            redis=RedisSettings.from_env(source),
-        )
-        settings = replace(read, **{k: v for k, v in overrides.items() if v is not None})
-        if settings.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise SettingsError(f"QUANTA_LOG_LEVEL: {settings.log_level!r} is not debug, info, warning or error")
-        if settings.liveness_timeout_s <= 0:
-            raise SettingsError("QUANTA_LIVENESS_TIMEOUT_S must be positive")
-        if settings.stall_s < 0 or math.isnan(settings.stall_s):
-            raise SettingsError("QUANTA_WORKER_STALL_S must be positive (0: automatic, inf: no watchdog)")
-        return settings
+    def check(self) -> None:
+        object.__setattr__(self, "log_level", self.log_level.upper())
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"QUANTA_LOG_LEVEL: {self.log_level!r} is not debug, info, warning or error")
 
     def stall_limit_s(self, datasets: Iterable[Dataset]) -> float | None:
         """Seconds of engine work after which a task has stalled its worker (None: never)."""
@@ -102,19 +90,3 @@ class WorkerSettings:
         if stall is None or any(d.quantum_ms == math.inf for d in datasets):
             return None
         return stall + STALL_GRACE_S + self.redis.socket_timeout_s + BLOCK_S + HEARTBEAT_S
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name) or ""
-    try:
-        return int(raw) if raw else default
-    except ValueError:
-        raise SettingsError(f"{name}: not an integer: {raw!r}") from None
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name) or ""
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise SettingsError(f"{name}: not a number: {raw!r}") from None
