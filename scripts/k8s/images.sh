@@ -2,7 +2,7 @@
 # Build the images with the local Docker daemon (scripts/k8s/docker.sh), no registry needed:
 #   base     quanta-base:bookworm       debootstrap --variant=minbase --include=python3, docker import
 #   helpers  quanta-rust:<rustc>, quanta-uv:<uv>, quanta-node:<node>, quanta-redis:bookworm, quanta-pause:bookworm
-#   app      quanta-gateway, quanta-worker, quanta-loader (services/*/Dockerfile), tag $TAG (default dev)
+#   app      quanta-gateway, quanta-worker, quanta-loader (the Dockerfile's targets), tag $TAG (default dev)
 #   scripts/k8s/images.sh [base] [helpers] [app]      (default: all three)
 # Each image is built once and kept in the daemon's data root (under $QUANTA_CACHE).
 set -euo pipefail
@@ -82,15 +82,16 @@ helpers() {
 }
 
 app() {
-  for role in gateway worker loader; do
+  for role in worker loader gateway; do  # the Dockerfile's order: the classic builder builds the stages above a target
     log "quanta-$role:$TAG"
     local start=$SECONDS
     build -t "quanta-$role:$TAG" --build-arg BASE_IMAGE="$BASE" --build-arg RUST_IMAGE="$RUST_IMAGE" \
-      --build-arg UV_IMAGE="$UV_IMAGE" --build-arg NODE_IMAGE="$NODE_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust -f "$root/services/$role/Dockerfile" "$root"
+      --build-arg UV_IMAGE="$UV_IMAGE" --build-arg NODE_IMAGE="$NODE_IMAGE" --build-arg RUST_TOOLCHAIN_DIR=/usr/local/rust \
+      --target "$role" -f "$root/Dockerfile" "$root"
     log "quanta-$role:$TAG built in $((SECONDS - start)) s"
   done
   # The previous builds' images, now untagged, once a day old. Not all of them: the classic builder
-  # keeps the layers of a Dockerfile's earlier stages (the native wheel, the venvs) as untagged
+  # keeps the layers of the Dockerfile's earlier stages (the native wheel, the venvs) as untagged
   # images, and they are the next build's cache.
   docker image prune -f --filter until=24h >/dev/null
 }

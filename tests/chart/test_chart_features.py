@@ -88,7 +88,7 @@ class TestGatewayFirstQuantum:
         gateway = one(docs, "Deployment", "-gateway")
         variables = env(gateway)
         assert (variables["QUANTA_LOCAL_QUANTUM_MS"], variables["QUANTA_LOCAL_SHARE"]) == ("10", "0.5")
-        # data.source=image: the catalog's file is in the image (services/gateway/Dockerfile), no volume
+        # data.source=image: the catalog's file is in the image (the Dockerfile's gateway target), no volume
         assert "data" not in {v["name"] for v in gateway["spec"]["template"]["spec"]["volumes"]}
         catalog = tomllib.loads(one(docs, "ConfigMap", "-catalog")["data"]["catalog.toml"])
         assert catalog["datasets"]["watdiv-100k"]["path"] == "/opt/quanta/data/watdiv-100k.hdt"

@@ -1,6 +1,8 @@
-"""HttpTransport and the Requester over real HTTP, against a scripted server:
-pages read into terms, problems as error kinds, the graph member, retries
-(bounded, Retry-After, a reply timeout's `next`), and the on_request hook."""
+"""The `/v1` HTTP client over real HTTP, against a scripted server. HttpTransport and the
+Requester: pages read into terms, problems as error kinds, the graph member, retries
+(bounded, Retry-After, a reply timeout's `next`), and the on_request hook. QuantaClient,
+over the same transport and retry policy: it follows `next`, waits out Retry-After,
+resumes from a 504's `next`, reports problems, and goes through the environment's proxy."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from quanta.client import HttpTransport, QueryError, RequestEvent, Retry, SubRequest
+from quanta.client import HttpTransport, QuantaClient, QueryError, RequestEvent, Retry, ServiceError, SubRequest
 from quanta.client.requester import Requester
 from quanta.client.testing import Answer, Script
 from quanta.common.local import free_port
@@ -104,3 +106,69 @@ def test_named_graphs_come_from_the_dataset_list(scripted: Script) -> None:
     with pytest.raises(QueryError) as raised:
         asyncio.run(transport.named_graphs("f"))
     assert raised.value.kind is ErrorKind.UNKNOWN_DATASET
+
+
+def test_quanta_client_follows_next_until_null(scripted: Script) -> None:
+    server = scripted(page(["a"], "t1"), page(["b", "c"], "t2"), page([], None))
+    with QuantaClient(server.url) as client:
+        values = [b["x"]["value"] for b in client.query("d", "SELECT ...", plan="reference")]
+    assert values == ["a", "b", "c"]
+    assert server.bodies == [
+        {"query": "SELECT ...", "plan": "reference"},
+        {"next": "t1", "plan": "reference"},
+        {"next": "t2", "plan": "reference"},
+    ]
+
+
+def test_quanta_client_waits_out_retry_after_then_retries_the_same_request(scripted: Script) -> None:
+    busy = (503, {"type": "https://quanta.dev/problems/queue-full", "title": "full"}, {"Retry-After": "1"})
+    server = scripted(busy, page(["a"], None))
+    with QuantaClient(server.url) as client:
+        assert [b["x"]["value"] for b in client.query("d", "Q")] == ["a"]
+        assert client.requests == 2
+    assert server.bodies == [{"query": "Q"}, {"query": "Q"}]
+    assert server.times[1] - server.times[0] >= 0.95
+
+
+def test_quanta_client_resumes_from_a_reply_timeouts_next_after_its_retry_after(scripted: Script) -> None:
+    timeout = (504, {"title": "no reply", "next": "resume-here"}, {"Retry-After": "1"})
+    server = scripted(page(["a"], "t1"), timeout, page(["b"], None))
+    with QuantaClient(server.url) as client:
+        assert [b["x"]["value"] for b in client.query("d", "Q")] == ["a", "b"]
+    assert server.bodies[1:] == [{"next": "t1"}, {"next": "resume-here"}]
+    assert server.times[2] - server.times[1] >= 0.95
+
+
+def test_quanta_client_raises_a_problem_with_its_body(scripted: Script) -> None:
+    problem = {"type": "https://quanta.dev/problems/syntax-error", "title": "Syntax error", "line": 1, "column": 8}
+    server = scripted((400, problem, {"Content-Type": "application/problem+json"}))
+    with QuantaClient(server.url) as client, pytest.raises(ServiceError) as raised:
+        list(client.query("d", "SELECT ?"))
+    assert raised.value.status == 400 and raised.value.problem == problem
+    assert (raised.value.kind, raised.value.line, raised.value.column) == (ErrorKind.SYNTAX_ERROR, 1, 8)
+
+
+def test_quanta_client_gives_up_after_max_retries(scripted: Script) -> None:
+    server = scripted(*[problem("queue-full", 503, retry_after=0.01)] * 3)
+    with QuantaClient(server.url, max_retries=2) as client, pytest.raises(ServiceError) as raised:
+        list(client.query("d", "Q"))
+    assert raised.value.kind is ErrorKind.QUEUE_FULL and len(server.bodies) == 3
+
+
+def test_quanta_client_gives_up_on_an_unreachable_service() -> None:
+    with QuantaClient(f"http://127.0.0.1:{free_port()}", max_retries=1) as client:
+        with pytest.raises(QueryError) as raised:
+            list(client.query("d", "Q"))
+        assert raised.value.kind is ErrorKind.UNREACHABLE and client.requests == 2
+
+
+def test_quanta_client_goes_through_the_proxy_the_environment_names(
+    scripted: Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = scripted(page(["via proxy"], None))
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with QuantaClient("http://quanta.invalid:8000") as client:
+        assert [b["x"]["value"] for b in client.query("d", "Q")] == ["via proxy"]
+    assert proxy.paths == ["http://quanta.invalid:8000/v1/datasets/d/query"]

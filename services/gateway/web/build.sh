@@ -3,7 +3,7 @@
 # exactly as package-lock.json pins it (`npm ci`), copied into the folder the gateway serves,
 # services/gateway/src/quanta/gateway/static/vendor (gitignored; the gateway's wheel carries it).
 # So the page needs nothing from the internet at run time. Idempotent: does nothing when the folder
-# was built from this lockfile and this script. Run by `make install` and the gateway's Dockerfile.
+# was built from this lockfile and this script. Run by `make install` and the Dockerfile's web stage.
 #   services/gateway/web/build.sh [OUT]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -2,8 +2,7 @@
 SyncClient, `quanta client`), and the low-level `/v1` client (QuantaClient)."""
 
 from quanta.client.budgets import Budgets
-from quanta.client.client import Page, QuantaClient, ServiceError
-from quanta.client.http import HttpTransport
+from quanta.client.http import HttpTransport, Page, QuantaClient, ServiceError
 from quanta.client.requester import RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint, SmartClientEndpoint, SparqlEndpoint
 from quanta.client.smart import DatasetSpec, Execution, SmartClient

@@ -7,6 +7,9 @@ exponential backoff, up to `Retry.attempts` times; then the error is raised,
 never swallowed. A reply timeout's `next` replaces the request's input
 (nothing is skipped or repeated: a saved plan resumes the same state).
 Once `close()` has run, no request is sent any more.
+
+`Retry` is the clients' one retry policy: `QuantaClient` (quanta.client.http)
+follows it too, page by page.
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ class Retry:
             return min(error.retry_after_s, self.max_s * 3)
         return float(min(self.base_s * 2**attempt, self.max_s))
 
+    def again(self, attempt: int, error: QueryError, request: SubRequest) -> tuple[SubRequest, float]:
+        """What to send after `attempt` retries of `request` ended with `error` (the same
+        request, or the `next` a reply timeout handed back), and how long to wait first;
+        `error` itself when it is not to be retried."""
+        if not self.allows(attempt, error):
+            raise error
+        return (request.resumed(error.next) if error.next else request), self.delay(attempt, error)
+
 
 DEFAULT_RETRY = Retry()
 
@@ -97,11 +108,8 @@ class Requester:
                 page = await self.transport.run(request)
             except QueryError as error:
                 self._report(request, error.kind.slug, started, 0, {})
-                if not self.retry.allows(attempt, error):
-                    raise
-                if error.next:
-                    request = request.resumed(error.next)
-                await asyncio.sleep(self.retry.delay(attempt, error))
+                request, wait = self.retry.again(attempt, error, request)
+                await asyncio.sleep(wait)
                 attempt += 1
                 continue
             self.bytes += page.bytes

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import urllib3
 
-from quanta.client.client import _pool
+from quanta.client.http import connection_pool
 from quanta.client.transport import QueryError, Row
 from quanta.sparql.errors import ErrorKind
 from quanta.sparql.reader import read_json
@@ -33,7 +33,7 @@ class SparqlEndpoint:
     def __init__(self, url: str, *, timeout: float = 60.0, headers: Mapping[str, str] | None = None) -> None:
         self.url = url
         accept = {"Accept": "application/sparql-results+json"}
-        self.http = _pool(url, {**accept, **(headers or {})}, timeout)
+        self.http = connection_pool(url, {**accept, **(headers or {})}, timeout)
 
     async def select(self, query: str) -> tuple[list[str], list[Row]]:
         return await asyncio.to_thread(self._select, query)

@@ -4,7 +4,7 @@ A `Transport` runs one `SubRequest` (a query text or a `next` token, on a
 dataset's default graph or one of its named graphs) and returns a `SubPage`,
 or raises `QueryError`. `HttpTransport` (quanta.client.http) speaks the `/v1`
 JSON protocol; the gateway has one over its dispatcher (no HTTP). Retrying
-what may succeed later is the caller's (`quanta.client.requests`): a
+what may succeed later is the caller's (`quanta.client.requester`): a
 transport reports, it never waits.
 """
 
