@@ -15,10 +15,10 @@ from redis.backoff import NoBackoff
 from quanta.common import keys
 from quanta.common.connect import async_client
 from quanta.common.testing import free_port
-from quanta.gateway import pages
-from quanta.gateway.admission import Admitter
 from quanta.gateway.config import Settings
-from quanta.gateway.dispatch import (
+from quanta.gateway.tasks import pages
+from quanta.gateway.tasks.admission import Admitter
+from quanta.gateway.tasks.dispatch import (
     Answered,
     Dispatcher,
     Failed,
@@ -28,7 +28,7 @@ from quanta.gateway.dispatch import (
     RedisDown,
     ReplyTimeout,
 )
-from quanta.gateway.resp import RespPool
+from quanta.gateway.tasks.resp import RespPool
 from quanta.gateway.testing import paging_handler
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql import term_rows

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import resource
 
-from quanta.gateway.description import origin
 from quanta.gateway.server import connection_cap
+from quanta.gateway.sparql_endpoint.description import origin
 
 
 def test_the_connection_cap_stays_below_half_the_descriptors() -> None:

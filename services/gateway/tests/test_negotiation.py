@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from quanta.gateway.negotiation import GRAPHS, RESULTS, accepted, negotiate, parse_accept
+from quanta.gateway.sparql_endpoint.negotiation import GRAPHS, RESULTS, accepted, negotiate, parse_accept
 
 
 def results(accept: str | None) -> str | None:

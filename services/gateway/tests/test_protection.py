@@ -12,7 +12,7 @@ import redis
 
 from quanta.common import keys
 from quanta.common.testing import RedisServer, free_port
-from quanta.gateway.admission import fairness_key
+from quanta.gateway.tasks.admission import fairness_key
 from quanta.gateway.testing import paging_handler, problem
 from quanta.queue.v1 import queue_pb2
 

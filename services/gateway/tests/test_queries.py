@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from quanta.gateway.testing import Consumer, paging_handler, problem
-from quanta.gateway.tokens import Kind, Signer, Token
+from quanta.gateway.v1.tokens import Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
 
 QUERY = "SELECT ?x WHERE { ?x ?p ?o }"

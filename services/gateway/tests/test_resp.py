@@ -11,7 +11,7 @@ import redis
 import uvloop
 
 from quanta.common.testing import RedisServer, redis_server
-from quanta.gateway.resp import RespPool, run_script
+from quanta.gateway.tasks.resp import RespPool, run_script
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}
 

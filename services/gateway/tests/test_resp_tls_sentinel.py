@@ -19,7 +19,7 @@ import uvloop
 from quanta.common.connect import async_client, sync_client
 from quanta.common.settings import RedisSettings
 from quanta.common.testing import free_port
-from quanta.gateway.resp import RespPool
+from quanta.gateway.tasks.resp import RespPool
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}
 

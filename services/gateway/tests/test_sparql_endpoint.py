@@ -37,7 +37,7 @@ from quanta.engine.testing import (
     shared_dir,
 )
 from quanta.gateway.config import Settings
-from quanta.gateway.first_quantum import FirstQuantum
+from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
 from quanta.gateway.testing import Served, problem
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"

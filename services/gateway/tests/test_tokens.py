@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
+from quanta.gateway.v1.tokens import InvalidToken, Kind, Signer, Token
 
 K1 = ("k1", b"first secret, long enough......")
 K2 = ("k2", b"second secret, long enough.....")

@@ -19,9 +19,9 @@ from redis.asyncio import Redis
 from quanta.client.smart import SmartClient
 from quanta.common.catalog import Dataset
 from quanta.gateway.config import Settings
-from quanta.gateway.dispatch import Dispatcher
-from quanta.gateway.fair_use import FairUse
-from quanta.gateway.tokens import Signer
+from quanta.gateway.sparql_endpoint.fair_use import FairUse
+from quanta.gateway.tasks.dispatch import Dispatcher
+from quanta.gateway.v1.tokens import Signer
 
 
 @dataclass(slots=True)

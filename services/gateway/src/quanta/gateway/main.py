@@ -29,19 +29,19 @@ from quanta.client.smart import SmartClient
 from quanta.common.catalog import Dataset, load_catalog
 from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
-from quanta.gateway.admission import Admitter
 from quanta.gateway.api import web
 from quanta.gateway.api.main import routers
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
-from quanta.gateway.dispatch import Dispatcher
-from quanta.gateway.fair_use import FairUse
-from quanta.gateway.first_quantum import FirstQuantum
 from quanta.gateway.middleware import Edge, EdgeLimit
-from quanta.gateway.models import QueryRequest, problem_schema
-from quanta.gateway.resp import RespPool
-from quanta.gateway.tokens import Signer
-from quanta.gateway.transport import DispatcherTransport
+from quanta.gateway.sparql_endpoint.fair_use import FairUse
+from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
+from quanta.gateway.sparql_endpoint.transport import DispatcherTransport
+from quanta.gateway.tasks.admission import Admitter
+from quanta.gateway.tasks.dispatch import Dispatcher
+from quanta.gateway.tasks.resp import RespPool
+from quanta.gateway.v1.models import QueryRequest
+from quanta.gateway.v1.tokens import Signer
 
 log = logging.getLogger("quanta.gateway")
 OPEN_AGAIN_S = 30.0
@@ -175,7 +175,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema is None:
         doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        schemas["ProblemDetails"] = problem_schema()
+        schemas["ProblemDetails"] = problems.problem_schema()
         schemas["QueryRequest"] = QueryRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         app.openapi_schema = doc
     return app.openapi_schema

@@ -71,7 +71,7 @@ SPARQL_QUANTA = Counter(
     "quanta_sparql_quanta", "Quanta (tasks) the SPARQL endpoint's queries ran, by status (ok or an error kind)",
     ["status"], registry=REGISTRY,
 )  # fmt: skip
-# First quanta the gateway ran itself (first_quantum.py): complete (answered without a worker),
+# First quanta the gateway ran itself (sparql_endpoint/first_quantum.py): complete (answered without a worker),
 # suspended (the rest went to the workers), failed (a query the engine refuses); queued: sent to the
 # workers instead, the gateway's share of time for them being spent.
 LOCAL_QUANTA = Counter(
@@ -90,7 +90,7 @@ for _form in SPARQL_FORMS:
     for _outcome in SPARQL_OUTCOMES:
         SPARQL_QUERIES.labels(_form, _outcome)
 # How good the progress estimate was, once a /sparql query's driving piece completed: for each of its
-# quanta, the fraction it reported minus the fraction of the piece's time elapsed then (progress.py).
+# quanta, the fraction it reported minus the fraction of the piece's time elapsed then (sparql_endpoint/progress.py).
 # Negative: the estimate lagged; positive: it ran ahead.
 PROGRESS_ERROR = Histogram(
     "quanta_progress_estimate_error",

@@ -16,10 +16,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from quanta.common.logs import request_id
-from quanta.gateway.dispatch import Failed, Failure, RedisDown, ReplyTimeout, WrongReply
+from quanta.gateway.tasks.dispatch import Failed, Failure, RedisDown, ReplyTimeout, WrongReply
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 
@@ -133,3 +134,25 @@ def openapi_responses(*kinds: ErrorKind) -> dict[int | str, dict[str, Any]]:
         }
         for status, names in sorted(by_status.items())
     }
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details; `type` is stable, other members depend on it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(examples=["https://quanta.dev/problems/syntax-error"])
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    request_id: str | None = None
+    line: int | None = Field(None, description="syntax-error: 1-based line")
+    column: int | None = Field(None, description="syntax-error: 1-based column")
+    operator: str | None = Field(None, description="unsupported-operator: the operator refused")
+    next: str | None = Field(None, description="reply-timeout: send it back to resume without losing anything")
+    retry_after: int | None = Field(None, description="seconds, as in the Retry-After header")
+
+
+def problem_schema() -> dict[str, Any]:
+    return ProblemDetails.model_json_schema(ref_template="#/components/schemas/{model}")

@@ -49,9 +49,9 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from quanta.gateway import metrics
-from quanta.gateway.admission import fairness_key
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.problems import MEDIA_TYPE, Problem
+from quanta.gateway.tasks.admission import fairness_key
 from quanta.sparql.errors import ErrorKind
 
 # After a refusal, what the client still sends is read and dropped this long, so that it

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
 from quanta.gateway.deps import RedisDep
-from quanta.gateway.models import Health, Readiness
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not-ready"]
+    redis: bool = Field(description="Redis answered PING")
+    workers: int = Field(description="workers with a recent heartbeat")
+
 
 router = APIRouter(tags=["operations"])
 

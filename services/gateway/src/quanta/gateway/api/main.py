@@ -3,6 +3,8 @@ a router is matched through both on every request (FastAPI 0.165: about 9 µs mo
 
 from fastapi import APIRouter
 
-from quanta.gateway.api import datasets, health, queries, sparql, web
+from quanta.gateway.api import health, web
+from quanta.gateway.sparql_endpoint import routes as sparql_endpoint
+from quanta.gateway.v1 import datasets, queries
 
-routers: list[APIRouter] = [datasets.router, queries.router, sparql.router, health.router, web.router]
+routers: list[APIRouter] = [datasets.router, queries.router, sparql_endpoint.router, health.router, web.router]

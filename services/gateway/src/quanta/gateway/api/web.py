@@ -2,7 +2,7 @@
 
 The page is static: it lists the datasets (`/v1/datasets`, with their example
 queries) and runs queries on the SPARQL endpoint's progress stream
-(`Accept: text/event-stream`, progress.py). Its third-party code (YASGUI) is
+(`Accept: text/event-stream`, sparql_endpoint/progress.py). Its third-party code (YASGUI) is
 built into `static/vendor` at install time (services/gateway/web/build.sh),
 so the page loads nothing from elsewhere; the Content-Security-Policy holds
 it to that: scripts, styles and requests from this origin only, no inline

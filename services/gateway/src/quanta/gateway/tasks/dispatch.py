@@ -28,8 +28,8 @@ from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
-from quanta.gateway.admission import MEMORY_FULL, Admitter, out_of_memory
-from quanta.gateway.resp import RespPool
+from quanta.gateway.tasks.admission import MEMORY_FULL, Admitter, out_of_memory
+from quanta.gateway.tasks.resp import RespPool
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 

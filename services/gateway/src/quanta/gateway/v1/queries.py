@@ -10,14 +10,14 @@ from pydantic import ValidationError
 
 from quanta.common.catalog import Dataset
 from quanta.gateway import metrics
-from quanta.gateway.admission import client_id
 from quanta.gateway.deps import Services
-from quanta.gateway.dispatch import Answered, Failed, ReplyTimeout
-from quanta.gateway.models import QueryPage, QueryRequest
-from quanta.gateway.pages import page_body, stats
 from quanta.gateway.problems import Problem, openapi_responses, outcome_problem
-from quanta.gateway.streaming import query_problem
-from quanta.gateway.tokens import InvalidToken, Kind, Signer, Token
+from quanta.gateway.sparql_endpoint.streaming import query_problem
+from quanta.gateway.tasks.admission import client_id
+from quanta.gateway.tasks.dispatch import Answered, Failed, ReplyTimeout
+from quanta.gateway.tasks.pages import page_body, stats
+from quanta.gateway.v1.models import QueryPage, QueryRequest
+from quanta.gateway.v1.tokens import InvalidToken, Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql import bounds
 from quanta.sparql.errors import ErrorKind, QuantaError

@@ -1,4 +1,4 @@
-"""Request and response models: they validate requests and document responses in the OpenAPI.
+"""/v1's request and response models: they validate requests and document responses in the OpenAPI.
 
 Pages are not serialized through these models (the bindings arrive as JSON
 bytes from the worker and are spliced in as they are); QueryPage documents
@@ -7,7 +7,7 @@ the shape that splicing produces.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -154,35 +154,3 @@ class DatasetInfo(BaseModel):
 
 class DatasetList(BaseModel):
     datasets: list[DatasetInfo]
-
-
-class Health(BaseModel):
-    status: Literal["ok"]
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "not-ready"]
-    redis: bool = Field(description="Redis answered PING")
-    workers: int = Field(description="workers with a recent heartbeat")
-
-
-class ProblemDetails(BaseModel):
-    """RFC 9457 problem details; `type` is stable, other members depend on it."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str = Field(examples=["https://quanta.dev/problems/syntax-error"])
-    title: str
-    status: int
-    detail: str | None = None
-    instance: str | None = None
-    request_id: str | None = None
-    line: int | None = Field(None, description="syntax-error: 1-based line")
-    column: int | None = Field(None, description="syntax-error: 1-based column")
-    operator: str | None = Field(None, description="unsupported-operator: the operator refused")
-    next: str | None = Field(None, description="reply-timeout: send it back to resume without losing anything")
-    retry_after: int | None = Field(None, description="seconds, as in the Retry-After header")
-
-
-def problem_schema() -> dict[str, Any]:
-    return ProblemDetails.model_json_schema(ref_template="#/components/schemas/{model}")

@@ -6,7 +6,7 @@ queue uncharged (a long query must not throttle itself). The count of running
 queries is a sorted set of leases in Redis, shared by every gateway process:
 admitted queries renew their lease while they stream and drop it when they
 end, and a gateway that dies leaves leases that run out by themselves.
-Commands go through the lean RESP pool (resp.py), as the query route's do;
+Commands go through the lean RESP pool (tasks/resp.py), as the query route's do;
 with neither a cap nor a rate (both 0), nothing is asked of Redis at all.
 """
 
@@ -22,10 +22,11 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from quanta.common import keys
-from quanta.gateway import metrics, token_bucket
-from quanta.gateway.admission import MEMORY_FULL, QUERY_CLIENT, QUERY_TASKS, QueryTasks, out_of_memory
+from quanta.gateway import metrics
 from quanta.gateway.problems import Problem
-from quanta.gateway.resp import RespPool, run_script
+from quanta.gateway.tasks import token_bucket
+from quanta.gateway.tasks.admission import MEMORY_FULL, QUERY_CLIENT, QUERY_TASKS, QueryTasks, out_of_memory
+from quanta.gateway.tasks.resp import RespPool, run_script
 from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")

@@ -7,7 +7,7 @@ import math
 from fastapi import APIRouter
 
 from quanta.gateway.deps import CatalogDep
-from quanta.gateway.models import DatasetInfo, DatasetList
+from quanta.gateway.v1.models import DatasetInfo, DatasetList
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 

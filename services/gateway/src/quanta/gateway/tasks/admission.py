@@ -29,9 +29,9 @@ from redis.exceptions import ResponseError
 from starlette.requests import Request
 
 from quanta.common import keys
-from quanta.gateway import token_bucket
 from quanta.gateway.config import Settings
-from quanta.gateway.resp import RespConnection, run_script
+from quanta.gateway.tasks import token_bucket
+from quanta.gateway.tasks.resp import RespConnection, run_script
 
 # KEYS[1] the client's bucket (hash: tokens, ts in ms), KEYS[2] the task stream, KEYS[3] the
 # client's tasks (sorted set: entry id by admission time, ms).

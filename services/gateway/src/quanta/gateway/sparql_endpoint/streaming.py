@@ -135,6 +135,13 @@ async def next_or_flush(items: AsyncIterator[T], flush: Callable[[], Awaitable[N
     flushing again before each further wait: what arrived meanwhile (the
     progress stream's quanta, while a sort reads its input) goes out too.
     Raises StopAsyncIteration at the end.
+
+    Why by hand: the plain way, a Task for each item awaited with asyncio.wait
+    beside an Event that the Output sets when written, costs 4 µs an item that
+    is ready and 20 µs one that waits, against 0.5 and 3 µs here (uvloop,
+    50,000 items, 2026-11-27); it also runs the iterator in a new task for
+    each item (an asyncio.timeout across its `yield` would cancel a finished
+    task), and Python 3.11 has no eager tasks to run a step at once.
     """
     step: Coroutine[Any, Any, T] = items.__anext__()  # type: ignore[assignment]
     try:

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from quanta.client.transport import Cardinalities, QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
-from quanta.gateway import pages
-from quanta.gateway.admission import QUERY_CLIENT, QUERY_TASKS
-from quanta.gateway.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
-from quanta.gateway.first_quantum import FirstQuantum
+from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
+from quanta.gateway.tasks import pages
+from quanta.gateway.tasks.admission import QUERY_CLIENT, QUERY_TASKS
+from quanta.gateway.tasks.dispatch import Answered, Dispatcher, Failed, ReplyTimeout, WrongReply
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql.errors import ErrorKind
 

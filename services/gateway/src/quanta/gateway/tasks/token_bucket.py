@@ -1,5 +1,5 @@
 """The token bucket both admission scripts take from (admission.py: a client's tasks;
-fair_use.py: a client's new /sparql queries), written once in Lua.
+sparql_endpoint/fair_use.py: a client's new /sparql queries), written once in Lua.
 
 `script(body)` puts two local functions before a script's `body`: `now_ms()`, Redis's clock
 (TIME), so every gateway agrees on it; and `take_token(key, now, rate, burst)`, which refills the

@@ -45,9 +45,10 @@ from quanta.client.ops.base import Op
 from quanta.client.ops.remote import Remote
 from quanta.client.requester import RequestEvent
 from quanta.client.smart import Execution
-from quanta.gateway import answers, metrics
-from quanta.gateway.pages import time_left_ms
-from quanta.gateway.streaming import Output, Produce, Render
+from quanta.gateway import metrics
+from quanta.gateway.sparql_endpoint import answers
+from quanta.gateway.sparql_endpoint.streaming import Output, Produce, Render
+from quanta.gateway.tasks.pages import time_left_ms
 from quanta.sparql.results import json_bindings_text
 
 GRAPH_VARIABLES = ("subject", "predicate", "object")

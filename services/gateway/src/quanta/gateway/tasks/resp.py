@@ -1,11 +1,17 @@
-"""The query route's Redis connections: RESP over an asyncio protocol, parsed by hiredis.
+"""The hot path's Redis connections: RESP over an asyncio protocol, parsed by hiredis.
 
-Each query request sends two commands (the admission script, then a BLPOP
-for the reply). Through redis-py's asyncio client a command costs ~0.15 ms
-of Python on top of the network; through this protocol it costs ~0.03 ms,
-which takes about a third off the gateway -> Redis -> worker -> gateway
-round trip (docs/benchmarks.md). Everything else (probes, metrics,
-clean-ups) keeps using redis-py.
+Why a second Redis client beside redis-py (quanta.common.connect: the probes,
+metrics and clean-ups use it, and so do the workers): each task the gateway
+sends costs two commands here (the admission script, then a BLPOP for the
+reply), and this protocol spends a third of the Python that redis-py's
+asyncio client spends on one. Measured with `python bench/resp.py` (an LPUSH
+then a BLPOP, a task's reply path, on a local redis-server and uvloop;
+2026-11-27, 2 shared cores), a pair: redis-py 85-88 µs wall at p50 and
+66-79 µs of the gateway's CPU on average, this pool 39-40 µs and 20-26 µs:
+about 45 µs off each task's round trip (0.7-0.9 ms at p50, docs/benchmarks.md), and
+two thirds of the gateway's CPU for Redis, which bounds its throughput once
+the workers keep up. Everything else stays on redis-py, which parses every
+reply type (XINFO, streams) and is the one client the workers share.
 
 Replies arrive in the order commands were sent, so a connection is a queue
 of futures. A connection whose command failed, timed out or was cancelled

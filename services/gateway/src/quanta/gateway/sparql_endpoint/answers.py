@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from quanta.client.smart import Execution
-from quanta.gateway.streaming import Output, Produce, Render, next_or_flush
+from quanta.gateway.sparql_endpoint.streaming import Output, Produce, Render, next_or_flush
 from quanta.sparql import graphs, results
 
 

@@ -18,14 +18,15 @@ from fastapi import APIRouter, Request, Response
 from quanta.client.smart import DatasetSpec
 from quanta.client.transport import QueryError
 from quanta.common.catalog import Dataset, default_dataset
-from quanta.gateway import answers, description, metrics
-from quanta.gateway.admission import client_id
+from quanta.gateway import metrics
 from quanta.gateway.deps import Services
-from quanta.gateway.negotiation import EVENTS, GRAPHS, RESULTS, Offer, accepted, negotiate
 from quanta.gateway.problems import Problem, openapi_responses
-from quanta.gateway.progress import Progress
-from quanta.gateway.sparql_protocol import QueryOperation, read_operation
-from quanta.gateway.streaming import ResultStream, query_problem
+from quanta.gateway.sparql_endpoint import answers, description
+from quanta.gateway.sparql_endpoint.negotiation import EVENTS, GRAPHS, RESULTS, Offer, accepted, negotiate
+from quanta.gateway.sparql_endpoint.progress import Progress
+from quanta.gateway.sparql_endpoint.protocol import QueryOperation, read_operation
+from quanta.gateway.sparql_endpoint.streaming import ResultStream, query_problem
+from quanta.gateway.tasks.admission import client_id
 from quanta.sparql import graphs
 from quanta.sparql.errors import ErrorKind
 
@@ -37,7 +38,7 @@ RESPONSES = {
     },
     **openapi_responses(*ErrorKind),
 }
-# What the OpenAPI document says of a request, as the service reads it (sparql_protocol.py). A
+# What the OpenAPI document says of a request, as the service reads it (protocol.py). A
 # query is a "sparql-query" string: JSON Schema cannot say which strings parse.
 QUERY = {"type": "string", "minLength": 1, "format": "sparql-query"}
 GRAPHS_PARAMETERS = [
