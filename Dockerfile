@@ -81,8 +81,9 @@ FROM toolchain AS loader-build
 COPY --from=manifests /src ./
 RUN uv sync --locked --no-default-groups --no-install-workspace --package quanta-loader
 # The HDT writer (its own Cargo.lock), into the venv's bin
-COPY services/loader/rust services/loader/rust
-RUN cargo install --locked --path services/loader/rust --root /app/.venv --target-dir /tmp/target \
+COPY services/loader/Cargo.toml services/loader/Cargo.lock services/loader/
+COPY services/loader/src services/loader/src
+RUN cargo install --locked --path services/loader --root /app/.venv --target-dir /tmp/target \
     && rm -f /app/.venv/.crates.toml /app/.venv/.crates2.json
 COPY . .
 COPY --from=native /wheels /wheels

@@ -36,14 +36,16 @@ dev:
 	skaffold dev -p local
 
 ## ruff (lint and format), mypy over every Python file (strict; tests: every body checked), and
-## the native core's rustfmt and clippy. bench/ is checked apart: it and loadtest/ both hold a
-## top-level module named `service`.
+## rustfmt and clippy on both Rust crates (the native core, the loader's HDT writer). bench/ is
+## checked apart: it and loadtest/ both hold a top-level module named `service`.
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/mypy && $(BIN)/mypy bench
 	cargo fmt --manifest-path services/native/Cargo.toml --check
 	cargo clippy --quiet --manifest-path services/native/Cargo.toml --locked --release --all-targets \
 	  --no-default-features -- -D warnings
+	cargo fmt --manifest-path services/loader/Cargo.toml --check
+	cargo clippy --quiet --manifest-path services/loader/Cargo.toml --locked --release --all-targets -- -D warnings
 
 ## Re-resolve uv.lock after editing a pyproject.toml (docs/development.md).
 lock:

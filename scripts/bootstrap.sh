@@ -37,15 +37,15 @@ if ! "$VENV/bin/python" -c 'import hdt' 2>/dev/null; then
 fi
 scripts/uv.sh sync --locked --all-packages --quiet
 
-# -- the project's HDT writer (services/loader/rust): `quanta load` and the tests ---------
+# -- the project's HDT writer (the crate in services/loader): `quanta load` and the tests ---
 export PATH="$HOME/.cargo/bin:$PATH"
-rust_digest=$(find services/loader/rust -type f \( -name '*.rs' -o -name Cargo.toml -o -name Cargo.lock \) | sort \
-  | xargs cat | sha256sum | cut -c1-16)
+rust_digest=$(cat services/loader/Cargo.toml services/loader/Cargo.lock $(find services/loader/src -name '*.rs' | sort) \
+  | sha256sum | cut -c1-16)
 rust_stamp="$VENV/.quanta-rdf2hdt-$rust_digest"
 if [ ! -x "$VENV/bin/quanta-rdf2hdt" ] || [ ! -f "$rust_stamp" ]; then
   command -v cargo >/dev/null || { log "cargo (Rust >= 1.85) is required to build the HDT writer"; exit 1; }
   log "building the HDT writer quanta-rdf2hdt (about 2 minutes, once per version)"
-  cargo install --quiet --locked --force --path services/loader/rust --root "$VENV" --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
+  cargo install --quiet --locked --force --path services/loader --root "$VENV" --target-dir "${CARGO_TARGET_DIR:-.build/cargo}"
   rm -f "$VENV"/.quanta-rdf2hdt-* "$VENV/.crates.toml" "$VENV/.crates2.json"
   touch "$rust_stamp"
 fi

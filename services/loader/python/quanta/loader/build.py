@@ -28,7 +28,7 @@ from quanta.loader.inputs import InputError, Source
 
 CONVERTER = "quanta-rdf2hdt"
 CONVERTER_ENV = "QUANTA_RDF2HDT"
-INSTALL_HINT = "make install (or: cargo install --locked --path services/loader/rust)"
+INSTALL_HINT = "make install (or: cargo install --locked --path services/loader)"
 INDEX_SUFFIX = ".quanta-index.v1"  # the native store's side index, next to the HDT (quanta.native.INDEX_SUFFIX)
 META_SUFFIX = ".meta.json"  # read by quanta.engine.storage.version.file_version
 NAMED_GRAPHS = "merged into the default graph"
