@@ -441,7 +441,7 @@ impl Exact {
         let shift = u32::try_from(high.e - low.e).ok().filter(|&s| s < 126)?;
         let m = high.m.checked_mul(1i128 << shift)?.checked_add(low.m)?;
         let sum = Exact { m, e: low.e }.reduced();
-        sum.decimal()?; // kept only if it can be written
+        sum.digits()?; // kept only if it can be written
         Some(sum)
     }
 
@@ -451,21 +451,29 @@ impl Exact {
         i64::try_from(self.m.checked_mul(1i128 << shift)?).ok()
     }
 
-    /// The value in decimal notation, every digit exact: `m * 5^k / 10^k` for `e = -k`.
-    fn decimal(self) -> Option<String> {
-        let sign = if self.m < 0 { "-" } else { "" };
+    /// The magnitude's decimal digits as an integer and how many of them are fractional:
+    /// `m * 2^e` for `e >= 0`, else `m * 5^k` over `10^k` for `e = -k`.
+    fn digits(self) -> Option<(u128, u32)> {
         let magnitude = self.m.unsigned_abs();
         if self.e >= 0 {
             let shift = u32::try_from(self.e).ok().filter(|&s| s < 128)?;
-            let whole = magnitude.checked_mul(1u128.checked_shl(shift)?)?;
-            return Some(format!("{sign}{whole}.0"));
+            return Some((magnitude.checked_mul(1u128.checked_shl(shift)?)?, 0));
         }
         let k = self.e.unsigned_abs();
-        let digits = magnitude.checked_mul(5u128.checked_pow(k)?)?.to_string();
+        Some((magnitude.checked_mul(5u128.checked_pow(k)?)?, k))
+    }
+
+    /// The value in decimal notation, every digit exact.
+    fn decimal(self) -> Option<String> {
+        let sign = if self.m < 0 { "-" } else { "" };
+        let (digits, k) = self.digits()?;
         let k = k as usize;
         let digits = format!("{digits:0>width$}", width = k + 1);
         let (whole, fraction) = digits.split_at(digits.len() - k);
-        Some(format!("{sign}{whole}.{fraction}"))
+        Some(format!(
+            "{sign}{whole}.{}",
+            if k == 0 { "0" } else { fraction }
+        ))
     }
 
     /// The sum as the term the client reads: an xsd:integer, or its exact decimal value
@@ -1168,8 +1176,10 @@ impl Tally {
                             .and_then(|t| Exact::addend(&t))
                             .and_then(|(v, kind)| {
                                 let summed = kind.max(summed);
-                                let total = total.add(v)?;
-                                total.value(summed).map(|_| Kept::Sum(total, summed))
+                                let total = total.add(v)?; // one its digits can write
+                                let written =
+                                    summed != Summed::Integer || total.integer().is_some();
+                                written.then_some(Kept::Sum(total, summed))
                             });
                     match added {
                         Some(kept) => self.pending.push(Some(kept)),
@@ -2324,4 +2334,45 @@ fn take_left(found: bool, left_row: &[i64], current: &mut [i64], has_current: &m
     }
     *has_current = found;
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Exact;
+
+    fn sum(values: &[f64]) -> Option<Exact> {
+        values.iter().try_fold(Exact::default(), |total, &x| {
+            total.add(Exact::of_double(x)?)
+        })
+    }
+
+    #[test]
+    fn sums_are_exact_and_written_with_every_digit() {
+        let tenth = f64::from(0.1f32); // 13421773 / 2^27
+        let total = sum(&[tenth, tenth, -3.0]).expect("fits");
+        assert_eq!(
+            total.decimal().as_deref(),
+            Some("-2.79999999701976776123046875")
+        );
+        assert_eq!(
+            sum(&[2.5, 0.5]).and_then(Exact::decimal).as_deref(),
+            Some("3.0")
+        );
+        assert_eq!(
+            sum(&[1024.0, -1024.0]).and_then(Exact::decimal).as_deref(),
+            Some("0.0")
+        );
+        assert_eq!(
+            sum(&[-0.25]).and_then(Exact::decimal).as_deref(),
+            Some("-0.25")
+        );
+        assert_eq!(sum(&[3.0, 5.0]).and_then(Exact::integer), Some(8));
+    }
+
+    #[test]
+    fn sums_past_128_bits_are_refused() {
+        assert!(sum(&[1e300]).is_none()); // 2^996: no u128 holds its digits
+        assert!(sum(&[1e20, 1e-20]).is_none());
+        assert!(Exact::of_double(f64::NAN).is_none() && Exact::of_double(f64::INFINITY).is_none());
+    }
 }
