@@ -9,7 +9,8 @@
 #           (locustfile, users, workload files), for the Jobs of loadtest/kubernetes
 # BASE_IMAGE is the run-time base (its python3 is the interpreter of the venv); RUST_IMAGE provides
 # a Rust toolchain (>= 1.85) at RUST_TOOLCHAIN_DIR; UV_IMAGE provides /uv; NODE_IMAGE (Node.js and
-# npm) builds the query page's assets. Only the venv (and the role's data) reach an image.
+# npm) builds the query page's assets. Only the venv (and the role's data) reach an image; the test
+# kit (quanta-testkit) and the `dev` group never do (services/testkit/tests/test_production_imports.py).
 # Docker's classic builder (DOCKER_BUILDKIT=0) builds every stage above the target, BuildKit only
 # those it needs: so the shared stages come first, and the gateway's and the load test's last.
 ARG BASE_IMAGE=python:3.11-slim-bookworm

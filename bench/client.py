@@ -32,9 +32,9 @@ from typing import Any
 import benchlib  # bench/, the script's own folder
 
 from quanta.client import Budgets
-from quanta.client.workloads import optional_variant
 from quanta.engine.storage import open_store
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
+from quanta.testkit.workloads import optional_variant
 
 REPO = Path(__file__).resolve().parent.parent
 WATDIV = Path(os.environ.get("QUANTA_WATDIV", shared_dir() / "datasets" / "watdiv"))

@@ -39,7 +39,7 @@ from urllib.parse import urlencode, urlsplit
 import benchlib  # bench/, the script's own folder
 
 from quanta.common.local import free_port, wait_ready
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO
 WATDIV = shared_dir() / "datasets" / "watdiv"

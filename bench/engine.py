@@ -142,7 +142,7 @@ def _oxigraph_child(conn: Connection, source: str) -> None:
     """Load N-Triples into an in-memory store, then time the queries sent."""
     import pyoxigraph as ox
 
-    from quanta.engine.testing import oxigraph_store
+    from quanta.testkit.oracle import oxigraph_store
 
     started = time.perf_counter()
     store = oxigraph_store(Path(source))

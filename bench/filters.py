@@ -27,7 +27,7 @@ import benchlib  # bench/, the script's own folder
 
 from quanta.engine.operators import expression
 from quanta.engine.storage import open_store
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 W = "http://db.uwaterloo.ca/~galuc/wsdbm/"
 JOIN = f"?u <{W}friendOf> ?f . ?f <{W}likes> ?p"

@@ -32,7 +32,7 @@ from typing import Any
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 QUANTA = [str(Path(sys.executable).with_name("quanta")), "query"]  # the console script a user runs

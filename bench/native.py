@@ -36,7 +36,7 @@ from typing import Any
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO
 RESULTS = REPO / "bench" / "results" / "native.json"

@@ -29,9 +29,9 @@ from rdflib.plugins.sparql.parser import parseQuery
 from quanta.engine import plan as plan_module
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import open_store
-from quanta.engine.testing import shared_dir
 from quanta.native import _core
 from quanta.sparql.parse import read
+from quanta.testkit.data import shared_dir
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 

@@ -29,7 +29,7 @@ import hiredis
 
 from quanta.client import QuantaClient
 from quanta.common.local import redis_server
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO
 

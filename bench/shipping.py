@@ -29,7 +29,7 @@ from urllib.parse import urlencode, urlsplit
 import benchlib  # bench/, the script's own folder
 
 from quanta.client.transport import QueryError
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO
 WATDIV = Path(os.environ.get("QUANTA_WATDIV", shared_dir() / "datasets" / "watdiv"))

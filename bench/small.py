@@ -34,7 +34,7 @@ import benchlib  # bench/, the script's own folder
 import peers  # the peers' loaders and servers (bench/peers.py)
 
 from quanta.common.local import free_port
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 RESULTS = Path(__file__).parent / "results" / "small.json"

@@ -49,7 +49,7 @@ from urllib.parse import urlencode, urlsplit
 import benchlib  # bench/, the script's own folder
 import peers  # bench/: the systems' loaders and servers
 
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO
 WATDIV = shared_dir() / "datasets" / "watdiv"

@@ -88,7 +88,7 @@ def stress(folder: Path, include_huge: bool = False) -> list[Query]:
 
 def optional(folder: Path) -> list[Query]:
     """The OPTIONAL mix: each basic query whose largest triple pattern moves into an OPTIONAL
-    (the paper's protocol; quanta.client.workloads.optional_variant), expected counts computed
+    (the paper's protocol; quanta.testkit.workloads.optional_variant), expected counts computed
     by pyoxigraph on watdiv-1m (`python loadtest/workload.py optional`)."""
     return read_jsonl(OPTIONAL_FILE)
 
@@ -160,7 +160,7 @@ def _store(ntriples: Path) -> Any:
 
 def generate_optional(folder: Path, ntriples: Path) -> list[Query]:
     """The OPTIONAL mix from the basic queries, counts from pyoxigraph over `ntriples` (watdiv-1m)."""
-    from quanta.client.workloads import optional_variant
+    from quanta.testkit.workloads import optional_variant
 
     store = _store(ntriples)
     patterns: dict[str, int] = {}

@@ -28,7 +28,7 @@ NS = "quanta"  # the release namespace (conftest)
 def expected(query: str) -> list[tuple[str | None, ...]]:
     """The engine's answer, in-process, over the same sample file the worker image carries."""
     from quanta.engine.storage import open_store
-    from quanta.engine.testing import run_paged
+    from quanta.testkit.engine import run_paged
 
     store = open_store(str(ROOT / "data" / "watdiv-100k.hdt"), name="watdiv-100k")
     _, rows, _, _ = run_paged(store, query, None)

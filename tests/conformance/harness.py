@@ -32,8 +32,8 @@ from manifest import (
 from rdflib.compare import isomorphic
 
 from quanta.engine.storage import TripleStore
-from quanta.engine.testing import shared_dir, write_hdt
 from quanta.sparql.terms import split_literal
+from quanta.testkit.data import shared_dir, write_hdt
 
 ROOT = Path(os.environ.get("QUANTA_W3C_TESTS", shared_dir() / "conformance" / "w3c-rdf-tests")) / "sparql"
 MANIFESTS = [

@@ -26,7 +26,7 @@ from xml.etree import ElementTree
 import httpx
 import pytest
 
-from quanta.engine.testing import write_hdt
+from quanta.testkit.data import write_hdt
 
 from .conftest import Service, bystander, start_service
 

@@ -25,7 +25,8 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.testing import oxigraph_rows, oxigraph_store, shared_dir
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import oxigraph_rows, oxigraph_store
 
 from .conftest import Service, bystander
 from .test_hardening_expressions import peak_rss

@@ -15,8 +15,9 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.testing import Solution, as_multiset, oxigraph_solutions, oxigraph_store, shared_dir
 from quanta.sparql.reader import row_from_json
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import Solution, as_multiset, oxigraph_solutions, oxigraph_store
 
 from .conftest import Service, bystander
 

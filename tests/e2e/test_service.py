@@ -15,8 +15,9 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import QuantaClient
-from quanta.engine.testing import Solution, as_multiset, oxigraph_rows, oxigraph_solutions, oxigraph_store, shared_dir
 from quanta.sparql.reader import row_from_json
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import Solution, as_multiset, oxigraph_rows, oxigraph_solutions, oxigraph_store
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 QUERIES = sorted((WATDIV / "queries" / "basic").glob("*.rq"))

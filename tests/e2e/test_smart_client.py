@@ -15,15 +15,9 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import Budgets, DatasetSpec, HttpTransport, SmartClient
-from quanta.client.workloads import PATHS, variants
-from quanta.engine.testing import (
-    as_multiset,
-    oxigraph_count,
-    oxigraph_rows,
-    oxigraph_store,
-    shared_dir,
-    write_hdt,
-)
+from quanta.testkit.data import shared_dir, write_hdt
+from quanta.testkit.oracle import as_multiset, oxigraph_count, oxigraph_rows, oxigraph_store
+from quanta.testkit.workloads import PATHS, variants
 
 from .conftest import COMMAND, Service, start_service
 

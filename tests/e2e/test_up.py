@@ -14,7 +14,7 @@ import httpx
 
 from quanta.common.local import free_port
 from quanta.engine.storage import open_store
-from quanta.engine.testing import run_paged
+from quanta.testkit.engine import run_paged
 
 QUERY = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]

@@ -20,7 +20,8 @@ import pytest
 
 from quanta.common.local import RedisServer, free_port, wait_ready
 from quanta.engine.storage import open_store
-from quanta.engine.testing import oxigraph_store, shared_dir, write_hdt
+from quanta.testkit.data import shared_dir, write_hdt
+from quanta.testkit.oracle import oxigraph_store
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]

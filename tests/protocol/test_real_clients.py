@@ -19,7 +19,7 @@ from rdflib.plugins.stores.sparqlstore import SPARQLStore
 from rdflib.query import Result, ResultRow
 from SPARQLWrapper import CSV, JSON, POST, XML, SPARQLWrapper
 
-from quanta.engine.testing import oxigraph_answer, oxigraph_rows, oxigraph_solutions
+from quanta.testkit.oracle import oxigraph_answer, oxigraph_rows, oxigraph_solutions
 
 REPO = Path(__file__).resolve().parents[2]
 WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"

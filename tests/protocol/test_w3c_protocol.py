@@ -21,7 +21,7 @@ import pytest
 from rdflib import Graph, Namespace
 from rdflib.collection import Collection
 
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 ROOT = Path(os.environ.get("QUANTA_W3C_TESTS", shared_dir() / "conformance" / "w3c-rdf-tests")) / "sparql"
 MANIFEST = ROOT / "sparql11" / "protocol" / "manifest.ttl"

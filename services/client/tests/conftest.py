@@ -1,4 +1,4 @@
-"""The clients' protocol tests run against scripted HTTP servers (`quanta.client.testing`)."""
+"""The clients' protocol tests run against scripted HTTP servers (`quanta.testkit.client`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from quanta.client.testing import Answer, Script, Scripted
+from quanta.testkit.client import Answer, Script, Scripted
 
 
 @pytest.fixture

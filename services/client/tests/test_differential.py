@@ -21,17 +21,11 @@ import pytest
 from quanta.client import Budgets, SmartClient
 from quanta.client.local import LocalTransport
 from quanta.client.ops.order import term_key
-from quanta.client.workloads import PATHS, variants
 from quanta.engine.storage import open_store
-from quanta.engine.testing import (
-    as_multiset,
-    oxigraph_count,
-    oxigraph_rows,
-    oxigraph_solutions,
-    oxigraph_store,
-    shared_dir,
-)
 from quanta.sparql.terms import nt_term
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import as_multiset, oxigraph_count, oxigraph_rows, oxigraph_solutions, oxigraph_store
+from quanta.testkit.workloads import PATHS, variants
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 NTRIPLES = WATDIV / "watdiv-100k.nt.gz"

@@ -13,9 +13,9 @@ import pytest
 
 from quanta.client import HttpTransport, QuantaClient, QueryError, RequestEvent, Retry, ServiceError, SubRequest
 from quanta.client.requester import Requester
-from quanta.client.testing import Answer, Script
 from quanta.common.local import free_port
 from quanta.sparql.errors import ErrorKind
+from quanta.testkit.client import Answer, Script
 
 FAST = Retry(attempts=3, base_s=0.01, max_s=0.05, unreachable_attempts=2)
 

@@ -20,9 +20,9 @@ from quanta.client.ops.base import Op
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.remote import Remote
 from quanta.engine.storage import open_store
-from quanta.engine.testing import as_multiset, oxigraph_solutions
 from quanta.sparql.syntax import AlgebraNode, IriTerm, Var
 from quanta.sparql.terms import nt_term
+from quanta.testkit.oracle import as_multiset, oxigraph_solutions
 
 from .test_differential import BUDGETS, PAGE_RESULTS, QUANTUM_S, SAMPLE, check, reference_store
 

@@ -16,8 +16,9 @@ from quanta.client import Budgets, DatasetSpec, QueryError, RequestEvent, SmartC
 from quanta.client.local import LocalTransport
 from quanta.client.ops.order import term_key
 from quanta.engine.storage import open_store
-from quanta.engine.testing import as_multiset, oxigraph_rows, oxigraph_store, shared_dir
 from quanta.sparql.errors import ErrorKind
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import as_multiset, oxigraph_rows, oxigraph_store
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WSDBM = "http://db.uwaterloo.ca/~galuc/wsdbm/"

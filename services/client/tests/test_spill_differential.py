@@ -20,8 +20,9 @@ import pytest
 from quanta.client import Budgets, SmartClient
 from quanta.client.local import LocalTransport
 from quanta.engine.storage import open_store
-from quanta.engine.testing import as_multiset, oxigraph_solutions, oxigraph_store, shared_dir
 from quanta.sparql.terms import literal
+from quanta.testkit.data import shared_dir
+from quanta.testkit.oracle import as_multiset, oxigraph_solutions, oxigraph_store
 
 from .test_differential import SAMPLE
 

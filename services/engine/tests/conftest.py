@@ -10,7 +10,8 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import oxigraph_store, shared_dir, write_hdt
+from quanta.testkit.data import shared_dir, write_hdt
+from quanta.testkit.oracle import oxigraph_store
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"

@@ -23,11 +23,11 @@ from quanta.engine.operators.native import NativeTree
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import write_hdt
 from quanta.sparql.expr_compile import BNODE_PREFIX
 from quanta.sparql.expr_values import make_literal
 from quanta.sparql.functions_casts import cast_decimal, cast_string
 from quanta.sparql.terms import SKOLEM_PREFIX
+from quanta.testkit.data import write_hdt
 
 
 def _sibling(name: str) -> ModuleType:

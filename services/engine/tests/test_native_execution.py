@@ -17,7 +17,8 @@ from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import CountingQuantum, StepQuantum, write_hdt
+from quanta.testkit.data import write_hdt
+from quanta.testkit.engine import CountingQuantum, StepQuantum
 
 
 def _sibling(name: str) -> ModuleType:

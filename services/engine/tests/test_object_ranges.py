@@ -16,8 +16,10 @@ from quanta.engine.execute import execute
 from quanta.engine.plan import OBJECT_RANGE_FORMAT
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import as_multiset, oxigraph_rows, run_suspended_at, steps_of, write_hdt
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.testkit.data import write_hdt
+from quanta.testkit.engine import run_suspended_at, steps_of
+from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 EX = "http://example.org/"
 XSD = "http://www.w3.org/2001/XMLSchema#"

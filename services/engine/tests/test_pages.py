@@ -10,9 +10,9 @@ import pytest
 
 from quanta.engine.execute import execute
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import write_hdt
 from quanta.sparql.errors import InvalidRequest
 from quanta.sparql.results import FORMATS, Unrepresentable, json_bindings_text, rows_text
+from quanta.testkit.data import write_hdt
 
 EX = "http://example.org/"
 ODD = [

@@ -7,8 +7,8 @@ import pytest
 
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
-from quanta.engine.testing import run_paged
 from quanta.sparql.errors import UnsupportedQuery
+from quanta.testkit.engine import run_paged
 
 EX = "PREFIX : <http://example.org/> "
 

@@ -13,7 +13,7 @@ from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
-from quanta.engine.testing import StepQuantum
+from quanta.testkit.engine import StepQuantum
 
 W = "http://db.uwaterloo.ca/~galuc/wsdbm/"
 LIKES = f"SELECT * WHERE {{ ?s <{W}likes> ?o }}"  # 1,099 rows

@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quanta.engine.storage import open_store
-from quanta.engine.testing import as_multiset, oxigraph_rows, run_in_steps, run_paged, write_hdt
+from quanta.testkit.data import write_hdt
+from quanta.testkit.engine import run_in_steps, run_paged
+from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 EX = "http://example.org/"
 SUBJECTS = [f"<{EX}s{i}>" for i in range(4)] + ["_:b0"]

@@ -9,8 +9,9 @@ import pytest
 
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
-from quanta.engine.testing import as_multiset, oxigraph_rows, oxigraph_solutions, run_suspended_at, steps_of
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.testkit.engine import run_suspended_at, steps_of
+from quanta.testkit.oracle import as_multiset, oxigraph_rows, oxigraph_solutions
 
 EX = "http://example.org/"
 P = f"PREFIX : <{EX}> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> "

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from quanta.engine.testing import as_multiset, oxigraph_rows, run_paged, shared_dir
+from quanta.testkit.data import shared_dir
+from quanta.testkit.engine import run_paged
+from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 WATDIV = shared_dir() / "datasets" / "watdiv"
 QUERIES = sorted((WATDIV / "queries" / "basic").glob("*.rq"))

@@ -1,5 +1,5 @@
 """Fixtures: a real redis-server, the gateway served by uvicorn over real HTTP, and an in-test
-consumer that speaks the workers' side of the Redis protocol (quanta.gateway.testing)."""
+consumer that speaks the workers' side of the Redis protocol (quanta.testkit.gateway)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import httpx
 import pytest
 import redis
 
-from quanta.common.testing import RedisServer, redis_server
+from quanta.common.local import RedisServer, redis_server
 from quanta.gateway.config import Settings
-from quanta.gateway.testing import Consumer, Handler, Served, paging_handler
+from quanta.testkit.gateway import Consumer, Handler, Served, paging_handler
 
 SECRET_KEYS = "k1:0123456789abcdef0123456789abcdef"
 CATALOG = """

@@ -16,9 +16,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quanta.common.testing import free_port
+from quanta.common.local import free_port
 from quanta.gateway import cli
-from quanta.gateway.testing import paging_handler
+from quanta.testkit.gateway import paging_handler
 
 
 @pytest.fixture(autouse=True)

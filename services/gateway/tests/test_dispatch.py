@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 
 from quanta.common import keys
 from quanta.common.connect import async_client
-from quanta.common.testing import free_port
+from quanta.common.local import free_port
 from quanta.gateway.config import Settings
 from quanta.gateway.tasks import pages
 from quanta.gateway.tasks.admission import Admitter
@@ -29,11 +29,11 @@ from quanta.gateway.tasks.dispatch import (
     ReplyTimeout,
 )
 from quanta.gateway.tasks.resp import RespPool
-from quanta.gateway.testing import paging_handler
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql import term_rows
 from quanta.sparql.errors import ErrorKind
 from quanta.sparql.results import write
+from quanta.testkit.gateway import paging_handler
 
 
 def dispatch(

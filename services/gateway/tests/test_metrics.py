@@ -8,7 +8,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from quanta.common import keys
-from quanta.gateway.testing import paging_handler
+from quanta.testkit.gateway import paging_handler
 
 QUERY = "SELECT * WHERE { ?s ?p ?o }"
 

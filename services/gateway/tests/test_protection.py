@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.common.testing import RedisServer, free_port
+from quanta.common.local import RedisServer, free_port
 from quanta.gateway.tasks.admission import fairness_key
-from quanta.gateway.testing import paging_handler, problem
 from quanta.queue.v1 import queue_pb2
+from quanta.testkit.gateway import paging_handler, problem
 
 QUERY = "SELECT * WHERE { ?s ?p ?o }"
 

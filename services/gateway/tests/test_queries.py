@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from quanta.gateway.testing import Consumer, paging_handler, problem
 from quanta.gateway.v1.tokens import Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
+from quanta.testkit.gateway import Consumer, paging_handler, problem
 
 QUERY = "SELECT ?x WHERE { ?x ?p ?o }"
 

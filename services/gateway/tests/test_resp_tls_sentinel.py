@@ -17,8 +17,8 @@ import redis
 import uvloop
 
 from quanta.common.connect import async_client, sync_client
+from quanta.common.local import free_port
 from quanta.common.settings import RedisSettings
-from quanta.common.testing import free_port
 from quanta.gateway.tasks.resp import RespPool
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}

@@ -26,19 +26,13 @@ import redis
 from quanta.client.transport import SubRequest
 from quanta.common import keys
 from quanta.common.catalog import load_catalog
-from quanta.common.testing import RedisServer, redis_server
+from quanta.common.local import RedisServer, redis_server
 from quanta.engine.storage import open_store
-from quanta.engine.testing import (
-    Solution,
-    oxigraph_answer,
-    oxigraph_rows,
-    oxigraph_solutions,
-    oxigraph_store,
-    shared_dir,
-)
 from quanta.gateway.config import Settings
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
-from quanta.gateway.testing import Served, problem
+from quanta.testkit.data import shared_dir
+from quanta.testkit.gateway import Served, problem
+from quanta.testkit.oracle import Solution, oxigraph_answer, oxigraph_rows, oxigraph_solutions, oxigraph_store
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 NTRIPLES = shared_dir() / "datasets" / "watdiv" / "watdiv-100k.nt.gz"

@@ -19,9 +19,9 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.common.testing import RedisServer, redis_server
+from quanta.common.local import RedisServer, redis_server
 from quanta.gateway.config import Settings
-from quanta.gateway.testing import Served, problem
+from quanta.testkit.gateway import Served, problem
 
 pytest.importorskip("quanta.worker", reason="services/worker is not installed")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from quanta.engine.testing import shared_dir
+from quanta.testkit.data import shared_dir
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 WATDIV = shared_dir() / "datasets" / "watdiv"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from quanta.engine.testing import write_hdt
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql import term_rows
+from quanta.testkit.data import write_hdt
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
 SMALL = "http://example.org/small"

@@ -10,8 +10,8 @@ import urllib.request
 
 import pytest
 
+from quanta.common.local import free_port
 from quanta.common.settings import SettingsError
-from quanta.common.testing import free_port
 from quanta.worker.config import WorkerSettings
 from quanta.worker.health import Health
 

@@ -16,11 +16,11 @@ import redis
 
 from quanta.common import keys
 from quanta.engine.storage import open_store
-from quanta.engine.testing import run_paged
 from quanta.queue.v1 import queue_pb2 as q
 from quanta.sparql import term_rows
 from quanta.sparql.reader import read_json
 from quanta.sparql.results import rows_text
+from quanta.testkit.engine import run_paged
 from quanta.worker.stalls import STOP_SIGNAL
 
 LIKES = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"

@@ -22,8 +22,8 @@ from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
-from quanta.engine.testing import StepQuantum, steps_of
 from quanta.plan.v1 import plan_pb2 as pb
+from quanta.testkit.engine import StepQuantum, steps_of
 
 HERE = Path(__file__).parent
 W = "http://db.uwaterloo.ca/~galuc/wsdbm/"

@@ -1,5 +1,5 @@
 """WatDiv query variants that exercise the smart client (its differential
-tests and `bench/client.py`).
+tests, `bench/client.py`, and the load test's OPTIONAL mix).
 
 A WatDiv basic query is a SELECT over one BGP. Its variants put client-side
 operators around that BGP: OPTIONAL (the SaGe paper's protocol: the triple
