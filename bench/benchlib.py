@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from quanta.common.local import free_port, wait_ready
+from quanta.common.redis_server import free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -38,7 +38,7 @@ from urllib.parse import urlencode, urlsplit
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.common.local import free_port, wait_ready
+from quanta.common.redis_server import free_port, wait_ready
 from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO

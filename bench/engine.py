@@ -929,7 +929,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
                 )
         out += [
             "",
-            "*in situ*: `Stats` of each quantum as a worker records it, so a preemption by the OS during a save or "
+            "*in situ*: the stats of each quantum as a worker records them, so a preemption by the OS during a save or "
             "a load counts (the kernel's scheduler tick is 4 ms, so a preempted save or load shows as ~4 or ~8 ms). "
             "*isolated*: the same saved plans (up to 400 a workload) loaded and saved again outside any quantum, "
             "median of 5 repetitions per plan, so with hot CPU caches: a lower bound. In situ the quantum's own "

@@ -36,7 +36,7 @@ from typing import Any
 
 import benchlib  # bench/, the script's own folder
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 
 REPO = benchlib.REPO
 OXIGRAPH_VERSION = os.environ.get("QUANTA_OXIGRAPH_VERSION", "0.5.13")

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 import uvloop
 
 from quanta.common.connect import async_client
-from quanta.common.local import redis_server
+from quanta.common.redis_server import redis_server
 from quanta.common.settings import RedisSettings
 from quanta.gateway.tasks.resp import RespPool
 

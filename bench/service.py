@@ -28,7 +28,7 @@ import benchlib  # bench/, the script's own folder
 import hiredis
 
 from quanta.client import QuantaClient
-from quanta.common.local import redis_server
+from quanta.common.redis_server import redis_server
 from quanta.testkit.data import shared_dir
 
 REPO = benchlib.REPO

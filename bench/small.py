@@ -33,7 +33,7 @@ from urllib.parse import urlencode, urlsplit
 import benchlib  # bench/, the script's own folder
 import peers  # the peers' loaders and servers (bench/peers.py)
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.testkit.data import shared_dir
 
 WATDIV = shared_dir() / "datasets" / "watdiv"

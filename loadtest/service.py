@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quanta.common.local import RedisServer, free_port, wait_ready
+from quanta.common.redis_server import RedisServer, free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]

@@ -248,7 +248,7 @@ def manifest() -> dict[str, object]:
 
 def fuseki(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Fuseki serving the dump from memory, up: its process and SPARQL endpoint."""
-    from quanta.common.local import free_port
+    from quanta.common.redis_server import free_port
 
     jar = helper("jena.sh")
     port = free_port()

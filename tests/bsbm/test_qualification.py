@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from quanta.common.local import free_port, wait_ready
+from quanta.common.redis_server import free_port, wait_ready
 
 from .record_reference import (
     BSBM_VERSION,

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from quanta.common.local import free_port, redis_server, wait_ready
+from quanta.common.redis_server import free_port, redis_server, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "watdiv-100k.hdt"

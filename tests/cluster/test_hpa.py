@@ -22,7 +22,7 @@ import redis
 import yaml
 
 from quanta.common import keys
-from quanta.common.local import redis_server
+from quanta.common.redis_server import redis_server
 
 from .conftest import (
     CHART,

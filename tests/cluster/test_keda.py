@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 
 from .conftest import (
     CHART,

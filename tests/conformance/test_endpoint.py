@@ -43,7 +43,7 @@ from harness import (
 from manifest import RESULT_MEDIA, Case, Results, parse_results, read_results
 from skips import ENDPOINT_SKIPS, SERVICE_SKIP, SKIPS, VALUE_COMPARED
 
-from quanta.common.local import RedisServer, free_port, wait_ready
+from quanta.common.redis_server import RedisServer, free_port, wait_ready
 from quanta.engine.storage import open_store
 
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]

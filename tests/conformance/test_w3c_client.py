@@ -22,7 +22,7 @@ from manifest import Case, read_results
 from skips import CLIENT_SKIPS, VALUE_COMPARED
 
 from quanta.client import Budgets, SmartClient, SmartClientEndpoint
-from quanta.client.local import LocalTransport
+from quanta.client.in_process import LocalTransport
 from quanta.client.services import ServiceEndpoint
 from quanta.engine.storage import open_store
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from quanta.common.local import RedisServer, free_port, wait_ready
+from quanta.common.redis_server import RedisServer, free_port, wait_ready
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "watdiv-100k.hdt"
 EXAMPLES = SAMPLE.with_suffix(".examples.toml")  # the sample's example queries (the query page's)

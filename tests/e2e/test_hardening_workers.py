@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.worker.stalls import STOP_SIGNAL
 
 from .conftest import SAMPLE, SMALL_QUERY, Service, bystander

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.engine.storage import open_store
 from quanta.testkit.engine import run_paged
 

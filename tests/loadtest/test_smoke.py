@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 
 LOADTEST = Path(__file__).resolve().parents[2] / "loadtest"
 sys.path.insert(0, str(LOADTEST))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from quanta.common.local import RedisServer, free_port, wait_ready
+from quanta.common.redis_server import RedisServer, free_port, wait_ready
 from quanta.engine.storage import open_store
 from quanta.testkit.data import shared_dir, write_hdt
 from quanta.testkit.oracle import oxigraph_store

@@ -19,7 +19,7 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import Budgets, SmartClient
-from quanta.client.local import LocalTransport
+from quanta.client.in_process import LocalTransport
 from quanta.client.ops.order import term_key
 from quanta.engine.storage import open_store
 from quanta.sparql.terms import nt_term

@@ -13,7 +13,7 @@ import pytest
 
 from quanta.client import HttpTransport, QuantaClient, QueryError, RequestEvent, Retry, ServiceError, SubRequest
 from quanta.client.requester import Requester
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.sparql.errors import ErrorKind
 from quanta.testkit.client import Answer, Script
 

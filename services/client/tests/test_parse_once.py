@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from quanta.client import RequestEvent, SmartClient
-from quanta.client.local import LocalTransport
+from quanta.client.in_process import LocalTransport
 from quanta.engine.storage import open_store
 from quanta.native import _core
 

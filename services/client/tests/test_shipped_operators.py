@@ -15,7 +15,7 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.client import Budgets, SmartClient
-from quanta.client.local import LocalTransport
+from quanta.client.in_process import LocalTransport
 from quanta.client.ops.base import Op
 from quanta.client.ops.hashjoin import HashJoin
 from quanta.client.ops.remote import Remote

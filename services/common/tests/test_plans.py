@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from quanta.common import keys, plans
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 from quanta.queue.v1 import queue_pb2
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.execute import Row, execute
+from quanta.engine.execute import execute
 from quanta.engine.plan import PARTIAL_FORMAT
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import UnsupportedQuery
+from quanta.sparql.term_rows import Row
 from quanta.testkit.engine import run_in_steps, run_paged
 from quanta.testkit.oracle import Solution, as_multiset, oxigraph_solutions
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quanta.engine.execute import Row, decode, execute, run
+from quanta.engine.execute import decode, execute, run
 from quanta.engine.operators import BUILDERS
 from quanta.engine.plan import FORMAT, READABLE_FORMATS, Plan
 from quanta.engine.quantum import Quantum
@@ -23,6 +23,7 @@ from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import DatasetMismatch, InvalidPlan, PlanVersion, QuantaError
+from quanta.sparql.term_rows import Row
 from quanta.testkit.engine import StepQuantum, steps_of
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 from quanta.gateway.config import Settings
 from quanta.testkit.gateway import Consumer, Handler, Served, paging_handler
 

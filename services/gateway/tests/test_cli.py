@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.gateway import cli
 from quanta.testkit.gateway import paging_handler
 

@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 
 from quanta.common import keys
 from quanta.common.connect import async_client
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.gateway.config import Settings
 from quanta.gateway.tasks import pages
 from quanta.gateway.tasks.admission import Admitter

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.common.local import RedisServer, free_port
+from quanta.common.redis_server import RedisServer, free_port
 from quanta.gateway.tasks.admission import fairness_key
 from quanta.queue.v1 import queue_pb2
 from quanta.testkit.gateway import paging_handler, problem

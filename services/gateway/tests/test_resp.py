@@ -10,7 +10,7 @@ import pytest
 import redis
 import uvloop
 
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 from quanta.gateway.tasks.resp import RespPool, run_script
 
 LOOPS = {"asyncio": asyncio.run, "uvloop": uvloop.run}

@@ -17,7 +17,7 @@ import redis
 import uvloop
 
 from quanta.common.connect import async_client, sync_client
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.common.settings import RedisSettings
 from quanta.gateway.tasks.resp import RespPool
 

@@ -26,7 +26,7 @@ import redis
 from quanta.client.transport import SubRequest
 from quanta.common import keys
 from quanta.common.catalog import load_catalog
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 from quanta.engine.storage import open_store
 from quanta.gateway.config import Settings
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from quanta.client.transport import QueryError
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.gateway.sparql_endpoint.streaming import Output, Produce, Render, ResultStream, next_or_flush
 from quanta.sparql import results
 from quanta.sparql.errors import ErrorKind

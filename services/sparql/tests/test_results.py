@@ -12,7 +12,8 @@ import pytest
 
 from quanta.sparql.graphs import GRAPH_FORMATS, Triple, graph_writer, write_graph
 from quanta.sparql.reader import read_json, term_from_json
-from quanta.sparql.results import FORMATS, Row, Unrepresentable, plain_term, write, writer
+from quanta.sparql.results import FORMATS, Unrepresentable, plain_term, write, writer
+from quanta.sparql.results import RowLike as Row
 from quanta.sparql.terms import iri_ref, nt_term, split_literal
 
 EX = "http://example.org/"

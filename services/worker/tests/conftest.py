@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from quanta.common import keys
-from quanta.common.local import RedisServer, redis_server
+from quanta.common.redis_server import RedisServer, redis_server
 from quanta.queue.v1 import queue_pb2 as q
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.common.settings import SettingsError
 from quanta.worker.config import WorkerSettings
 from quanta.worker.health import Health

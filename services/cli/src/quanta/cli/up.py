@@ -23,7 +23,7 @@ import redis
 from quanta.common import keys
 from quanta.common.catalog import CatalogError, Dataset, single_dataset_catalog, write_catalog
 from quanta.common.connect import sync_client
-from quanta.common.local import RedisServer, wait_ready
+from quanta.common.redis_server import RedisServer, wait_ready
 from quanta.common.settings import RedisSettings, SettingsError
 
 # the repository checkout this package is installed from (editable): services/cli/src/quanta/cli/up.py

@@ -7,7 +7,8 @@ from quanta.client.requester import RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint, SmartClientEndpoint, SparqlEndpoint
 from quanta.client.smart import DatasetSpec, Execution, SmartClient
 from quanta.client.sync import SyncClient, SyncExecution
-from quanta.client.transport import QueryError, Row, SubPage, SubRequest, Transport
+from quanta.client.transport import QueryError, SubPage, SubRequest, Transport
+from quanta.sparql.term_rows import Row
 
 __all__ = [
     "Budgets",

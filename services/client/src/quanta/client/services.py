@@ -14,9 +14,10 @@ from typing import Any, Protocol
 import urllib3
 
 from quanta.client.http import connection_pool
-from quanta.client.transport import QueryError, Row
+from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
 from quanta.sparql.reader import read_json
+from quanta.sparql.term_rows import Row
 
 
 class ServiceEndpoint(Protocol):

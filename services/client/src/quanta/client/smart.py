@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.client.plan.parsing import query_error
 from quanta.client.plan.query import QueryPlan, plan_query
 from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
-from quanta.client.transport import QueryError, Row, SubRequest, Transport
+from quanta.client.transport import QueryError, SubRequest, Transport
 from quanta.sparql.errors import ErrorKind, QuantaError
+from quanta.sparql.term_rows import Row
 
 Triple = tuple[str, str, str]
 
@@ -87,7 +88,7 @@ class SmartClient:
         spec = DatasetSpec(dataset) if isinstance(dataset, str) else dataset
         hook = _both(self.on_request, on_request)
         requester = Requester(self.transport, name=name or "query", on_request=hook, retry=self.retry)
-        context = Context(requester, spec.name, self.budgets, self.services)
+        context = QueryContext(requester, spec.name, self.budgets, self.services)
         try:
             plan = await plan_query(
                 query, spec, context, self.transport, strategy=self.optional, base=base, ship=self.ship
@@ -116,7 +117,7 @@ class Execution:
     """One running query. Iterate `solutions()` (SELECT), `await boolean()`
     (ASK) or `triples()` (CONSTRUCT, DESCRIBE) once; `aclose()` stops it."""
 
-    def __init__(self, plan: QueryPlan, context: Context) -> None:
+    def __init__(self, plan: QueryPlan, context: QueryContext) -> None:
         self.plan = plan
         self.context = context
         self.form: str = plan.form

@@ -18,7 +18,8 @@ from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
 from quanta.client.requester import DEFAULT_RETRY, OnRequest, Retry
 from quanta.client.services import ServiceEndpoint
 from quanta.client.smart import DatasetSpec, Execution, SmartClient, Triple
-from quanta.client.transport import Row, Transport
+from quanta.client.transport import Transport
+from quanta.sparql.term_rows import Row
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.term_rows import Row
 
-Row = tuple[str | None, ...]
 """One dictionary-syntax term per variable (quanta.sparql.terms); None = unbound."""
 
 

@@ -10,7 +10,7 @@ import math
 import sys
 import time
 
-from quanta.engine.execute import Page, execute
+from quanta.engine.execute import QuantumPage, execute
 from quanta.engine.plan import ASK
 from quanta.engine.storage import BACKENDS, RETIRED_BACKENDS, open_store
 from quanta.sparql.errors import QuantaError, QuerySyntaxError
@@ -73,7 +73,7 @@ def run_to_completion(store, text: str, quantum_seconds: float | None):  # type:
         yield page
 
 
-def summarize(pages: list[Page], total_ms: float) -> dict[str, object]:
+def summarize(pages: list[QuantumPage], total_ms: float) -> dict[str, object]:
     suspended = [p.stats for p in pages if p.next is not None]
     resumed = [p.stats for p in pages[1:]]
     return {

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from quanta.engine.quantum import Quantum
 from quanta.engine.storage import TripleStore
-from quanta.sparql.term_table import Mapping, TermTable
+from quanta.sparql.term_table import IdMapping, TermTable
 
 
 def _unbounded() -> int | None:
@@ -25,6 +25,6 @@ class Context:
     # sizes its batches so as never to read further than the Python operators would
     wanted: Callable[[], int | None] = _unbounded
 
-    def widen(self, values: list[int] | tuple[int, ...]) -> Mapping:
+    def widen(self, values: list[int] | tuple[int, ...]) -> IdMapping:
         """A trimmed mapping back to full width."""
         return tuple(values) + (0,) * (self.width - len(values))

@@ -4,7 +4,7 @@ the page) is full, suspend it. This is what a worker does per task.
 A page ends with the quantum, or when it holds `max_bytes` of JSON results
 (measured on its own rows from the first one, so that one huge row ends its
 page), or `max_results` rows.
-Its rows stay term ids until someone reads them: `Page.text()` writes them
+Its rows stay term ids until someone reads them: `QuantumPage.text()` writes them
 in a results format straight from the ids on the native store."""
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from quanta.native._core import PageTooLarge
 from quanta.sparql.collector import collection_paused
 from quanta.sparql.errors import InvalidRequest
 from quanta.sparql.results import rows_text
-from quanta.sparql.term_table import Mapping
+from quanta.sparql.term_rows import Row
+from quanta.sparql.term_table import IdMapping
 from quanta.sparql.xml_text import quoteattr
-
-Row = tuple[str | None, ...]  # one dictionary-syntax term per head variable, None = unbound
 
 
 @dataclass(slots=True)
-class Stats:
+class QuantumStats:
     """Milliseconds, except plan_bytes and progress. Parse/resume/suspend are not part of
     the quantum (as in the paper)."""
 
@@ -46,7 +45,7 @@ class Stats:
     progress: float = 0.0  # the estimated fraction of the query done (quanta.engine.progress); 1.0 when complete
 
 
-class Page:
+class QuantumPage:
     """One quantum's results. `rows` are decoded (ids to term strings) when
     first read; `text()` may skip that step entirely."""
 
@@ -58,7 +57,7 @@ class Page:
         rows: list[Row] | None,
         form: int,
         next: bytes | None,  # the saved plan; None when the query is complete
-        stats: Stats | None = None,
+        stats: QuantumStats | None = None,
         *,
         count: int | None = None,
         decode: Callable[[], list[Row]] | None = None,
@@ -68,7 +67,7 @@ class Page:
         self._rows = rows
         self.form = form
         self.next = next
-        self.stats = stats if stats is not None else Stats()
+        self.stats = stats if stats is not None else QuantumStats()
         self.count = len(rows) if rows is not None else (count or 0)
         self._decode = decode
         self._render = render
@@ -105,7 +104,7 @@ def execute(
     max_bytes: int | None = None,
     columns: Sequence[str] = (),
     partial: bool = False,
-) -> Page:
+) -> QuantumPage:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`).
     `columns`: the page's head, some of the query's variables in any order
     (empty: the query's own head; InvalidRequest if one is not there).
@@ -127,8 +126,8 @@ def _execute(
     max_bytes: int | None,
     columns: Sequence[str],
     partial: bool,
-) -> Page:
-    stats = Stats()
+) -> QuantumPage:
+    stats = QuantumStats()
     quantum = Quantum(quantum_seconds)
     start = time.perf_counter()
     if saved is not None:
@@ -152,7 +151,7 @@ def _execute(
         stats.progress = progress.estimate(plan)  # after saving: a native plan's state is then exact
     else:
         stats.progress = 1.0
-    page = Page(
+    page = QuantumPage(
         head,
         None,
         plan.form,
@@ -167,10 +166,10 @@ def _execute(
     return page
 
 
-Renderer = Callable[[str, Sequence[Mapping]], bytes]  # (format, rows) -> the rows in that results format
+Renderer = Callable[[str, Sequence[IdMapping]], bytes]  # (format, rows) -> the rows in that results format
 
 
-Decoder = Callable[[Sequence[Mapping]], list[Row]]  # rows of ids -> rows of term strings
+Decoder = Callable[[Sequence[IdMapping]], list[Row]]  # rows of ids -> rows of term strings
 
 
 def edge(plan: Plan, columns: Sequence[str] = ()) -> tuple[list[str], Decoder, Renderer]:
@@ -217,7 +216,7 @@ def _bounded(write: Callable[P, T]) -> Callable[P, T]:
     return run
 
 
-def decode(plan: Plan, rows: Sequence[Mapping]) -> list[Row]:
+def decode(plan: Plan, rows: Sequence[IdMapping]) -> list[Row]:
     """Project and turn ids into term strings: the edge where strings appear."""
     return edge(plan)[1](rows)
 
@@ -233,7 +232,7 @@ class PageLimit:
     SAMPLE = 16
 
     def __init__(
-        self, rows: Sequence[Mapping], max_results: int | None, max_bytes: int | None, render: Renderer
+        self, rows: Sequence[IdMapping], max_results: int | None, max_bytes: int | None, render: Renderer
     ) -> None:
         self.rows = rows
         self.cap: float = max_results if max_results is not None else math.inf
@@ -269,7 +268,7 @@ class PageLimit:
 def run(
     plan: Plan, quantum: Quantum, max_results: int | None = None, max_bytes: int | None = None, *,
     render: Renderer | None = None,
-) -> tuple[Sequence[Mapping], bool]:  # fmt: skip
+) -> tuple[Sequence[IdMapping], bool]:  # fmt: skip
     """Run until the plan is exhausted (True) or suspended (False): the quantum
     expired or the page is full. The rows: a buffer of ids (no Python object per row).
     `render` writes the rows the page's bytes are measured on (the plan's head, else)."""

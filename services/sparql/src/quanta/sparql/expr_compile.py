@@ -36,11 +36,11 @@ from quanta.sparql.functions import STRICT, iri
 from quanta.sparql.functions_casts import CASTS
 from quanta.sparql.functions_regex import regex, regex_of, replace, replace_with
 from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm
-from quanta.sparql.term_table import Mapping, TermTable
+from quanta.sparql.term_table import IdMapping, TermTable
 
 F = plan_pb2.Function
-Eval = Callable[[Mapping], Value | None]
-Test = Callable[[Mapping], bool | None]
+Eval = Callable[[IdMapping], Value | None]
+Test = Callable[[IdMapping], bool | None]
 _ERRORS = (ExprError, ArithmeticError, ValueError)
 
 
@@ -61,7 +61,7 @@ class _Node:
 
     @classmethod
     def of_test(cls, test: Test) -> _Node:
-        def value(mu: Mapping) -> Value | None:
+        def value(mu: IdMapping) -> Value | None:
             r = test(mu)
             return None if r is None else (TRUE if r else FALSE)
 
@@ -135,7 +135,7 @@ def _to_node(v: Value) -> RdfTerm:
     return BlankTerm(v.label)  # type: ignore[union-attr]
 
 
-class Compiler:
+class ExpressionCompiler:
     """Builds the closures of one expression. A call whose arguments are all
     constants is evaluated here, once (every function but BNODE depends on
     its arguments alone)."""
@@ -172,7 +172,7 @@ class Compiler:
     def _variable(self, slot: int) -> Eval:
         cache, decode = self.decoder.values, self.decoder.decode
 
-        def run(mu: Mapping) -> Value | None:
+        def run(mu: IdMapping) -> Value | None:
             gid = mu[slot]
             if not gid:
                 return None
@@ -193,7 +193,7 @@ def _strict(impl: Callable[..., Value], args: list[Eval]) -> Eval:
     if len(args) == 1:
         (a,) = args
 
-        def run1(mu: Mapping) -> Value | None:
+        def run1(mu: IdMapping) -> Value | None:
             x = a(mu)
             if x is None:
                 return None
@@ -206,7 +206,7 @@ def _strict(impl: Callable[..., Value], args: list[Eval]) -> Eval:
     if len(args) == 2:
         a, b = args
 
-        def run2(mu: Mapping) -> Value | None:
+        def run2(mu: IdMapping) -> Value | None:
             x = a(mu)
             if x is None:
                 return None
@@ -220,7 +220,7 @@ def _strict(impl: Callable[..., Value], args: list[Eval]) -> Eval:
 
         return run2
 
-    def run(mu: Mapping) -> Value | None:
+    def run(mu: IdMapping) -> Value | None:
         values = []
         for f in args:
             x = f(mu)
@@ -235,17 +235,17 @@ def _strict(impl: Callable[..., Value], args: list[Eval]) -> Eval:
     return run
 
 
-Builder = Callable[[Compiler, plan_pb2.Call, list[_Node]], _Node]
+Builder = Callable[[ExpressionCompiler, plan_pb2.Call, list[_Node]], _Node]
 
 
 def _function(impl: Callable[..., Value], low: int, high: int | None = None, boolean: bool = False) -> Builder:
-    def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+    def build(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         _arity(call, low, high)
         evaluate = _strict(impl, [a.value for a in args])
         if not boolean:
             return _Node.of_value(evaluate)
 
-        def test(mu: Mapping) -> bool | None:
+        def test(mu: IdMapping) -> bool | None:
             v = evaluate(mu)
             return None if v is None else v.val is True  # type: ignore[union-attr]
 
@@ -254,14 +254,14 @@ def _function(impl: Callable[..., Value], low: int, high: int | None = None, boo
     return build
 
 
-def _iri(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _iri(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     """IRI()/URI(); `call.iri` holds the query's base IRI, if any."""
     _arity(call, 1)
     base = call.iri
     return _Node.of_value(_strict(lambda v: iri(v, base), [args[0].value]))
 
 
-def _cast(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _cast(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     _arity(call, 1)
     impl = CASTS.get(call.iri)
     if impl is None:
@@ -272,11 +272,11 @@ def _cast(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
 def _logical(conjunction: bool) -> Builder:
     """|| and && (17.2): an error loses to an operand that decides the result."""
 
-    def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+    def build(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         tests = [a.test for a in args]
         decisive = not conjunction  # true decides ||, false decides &&
 
-        def run(mu: Mapping) -> bool | None:
+        def run(mu: IdMapping) -> bool | None:
             error = False
             for t in tests:
                 r = t(mu)
@@ -291,11 +291,11 @@ def _logical(conjunction: bool) -> Builder:
     return build
 
 
-def _not(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _not(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     _arity(call, 1)
     test = args[0].test
 
-    def run(mu: Mapping) -> bool | None:
+    def run(mu: IdMapping) -> bool | None:
         r = test(mu)
         return None if r is None else not r
 
@@ -305,11 +305,11 @@ def _not(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
 def _binary_test(decide: Callable[[Value, Value], bool | None]) -> Builder:
     """A test of two values: an error in either operand is the result."""
 
-    def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+    def build(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         _arity(call, 2)
         a, b = args[0].value, args[1].value
 
-        def run(mu: Mapping) -> bool | None:
+        def run(mu: IdMapping) -> bool | None:
             x = a(mu)
             if x is None:
                 return None
@@ -344,14 +344,14 @@ def _ordering(accepted: frozenset[int]) -> Builder:
 def _membership(negated: bool) -> Builder:
     """IN is `A = l1 || A = l2 ...`, NOT IN `A != l1 && A != l2 ...` (17.4.1.9-10)."""
 
-    def build(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+    def build(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
         _arity(call, 1, 1 << 30)
         needle = args[0].value
         options = [a.value for a in args[1:]]
         if not options:
             return _Node.of_constant(TRUE if negated else FALSE)
 
-        def run(mu: Mapping) -> bool | None:
+        def run(mu: IdMapping) -> bool | None:
             x = needle(mu)
             if x is None:
                 return None
@@ -381,11 +381,11 @@ def _bound(call: plan_pb2.Call) -> _Node:
     return _Node.of_test(lambda mu: mu[slot] != 0)
 
 
-def _if(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _if(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     _arity(call, 3)
     condition, then, otherwise = args[0].test, args[1].value, args[2].value
 
-    def run(mu: Mapping) -> Value | None:
+    def run(mu: IdMapping) -> Value | None:
         c = condition(mu)
         if c is None:
             return None
@@ -394,10 +394,10 @@ def _if(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     return _Node.of_value(run)
 
 
-def _coalesce(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _coalesce(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     options = [a.value for a in args]
 
-    def run(mu: Mapping) -> Value | None:
+    def run(mu: IdMapping) -> Value | None:
         for f in options:
             v = f(mu)
             if v is not None:
@@ -412,7 +412,7 @@ BNODE_PREFIX = "sparql-bnode-"
 _MADE = "_:" + BNODE_PREFIX
 
 
-def _bnode(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _bnode(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     """BNODE(str): the same node for the same string within one solution, a
     different one across solutions. The label digests the string and the
     solution's terms (not their ids, which a saved plan renumbers), so every
@@ -424,7 +424,7 @@ def _bnode(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     _arity(call, 1)
     arg, text = args[0].value, compiler.terms.string
 
-    def run(mu: Mapping) -> Value | None:
+    def run(mu: IdMapping) -> Value | None:
         v = arg(mu)
         if type(v) is not Lit or v.kind != STRING:
             return None
@@ -437,7 +437,7 @@ def _bnode(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     return _Node.of_value(run)
 
 
-def _regex(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _regex(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     """With a constant pattern and flags the pattern is compiled once, here."""
     _arity(call, 2, 3)
     if not all(a.constant for a in args[1:]):
@@ -449,7 +449,7 @@ def _regex(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     except ExprError:
         return _Node.of_constant(None)
 
-    def test(mu: Mapping) -> bool | None:
+    def test(mu: IdMapping) -> bool | None:
         v = text(mu)
         if type(v) is not Lit or not (v.kind == STRING or v.kind == LANG):
             return None
@@ -458,7 +458,7 @@ def _regex(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     return _Node.of_test(test)
 
 
-def _replace(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
+def _replace(compiler: ExpressionCompiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     _arity(call, 3, 4)
     if not all(a.constant for a in args[1:]):
         return _function(replace, 3, 4)(compiler, call, args)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from quanta.plan.v1 import plan_pb2
-from quanta.sparql.expr_compile import Compiler
+from quanta.sparql.expr_compile import ExpressionCompiler
 from quanta.sparql.functions_casts import CASTS
 from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm, Var
-from quanta.sparql.term_table import Mapping, TermTable
+from quanta.sparql.term_table import IdMapping, TermTable
 
 F = plan_pb2.Function
 RDF_NIL = IriTerm("http://www.w3.org/1999/02/22-rdf-syntax-ns#nil")
@@ -211,15 +211,15 @@ def renumber(
 # -- protobuf -> closures --
 
 
-def compile_test(expr: plan_pb2.Expr, terms: TermTable) -> Callable[[Mapping], bool]:
+def compile_test(expr: plan_pb2.Expr, terms: TermTable) -> Callable[[IdMapping], bool]:
     """FILTER: the effective boolean value; an error is false."""
-    test = Compiler(terms).compile(expr).test
+    test = ExpressionCompiler(terms).compile(expr).test
     return lambda mu: test(mu) is True
 
 
-def compile_value(expr: plan_pb2.Expr, terms: TermTable) -> Callable[[Mapping], int]:
+def compile_value(expr: plan_pb2.Expr, terms: TermTable) -> Callable[[IdMapping], int]:
     """BIND: the result's term id, or 0 on an error (the variable stays unbound)."""
-    compiler = Compiler(terms)
+    compiler = ExpressionCompiler(terms)
     node = compiler.compile(expr)
     evaluate, intern = node.value, compiler.decoder.intern
     if node.constant:
@@ -227,7 +227,7 @@ def compile_value(expr: plan_pb2.Expr, terms: TermTable) -> Callable[[Mapping], 
         gid = 0 if v is None else v.gid or intern(v)
         return lambda mu: gid
 
-    def run(mu: Mapping) -> int:
+    def run(mu: IdMapping) -> int:
         v = evaluate(mu)
         if v is None:
             return 0

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import literal
-
-Row = tuple[str | None, ...]  # one term per head variable; None = unbound
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ FORMATS = {
     "tsv": "text/tab-separated-values",
 }
 
-Row = Sequence[str | None]  # one term string per head variable; None = unbound
+RowLike = Sequence[str | None]  # a row (`term_rows.Row`) or any sequence of its terms
 
 
 class ResultsWriter(Protocol):
@@ -39,7 +39,7 @@ class ResultsWriter(Protocol):
         """The document up to the first solution."""
         ...
 
-    def rows(self, rows: Iterable[Row]) -> str:
+    def rows(self, rows: Iterable[RowLike]) -> str:
         """The next solutions (one term per variable of `head`, in order)."""
         ...
 
@@ -60,7 +60,7 @@ def writer(fmt: str) -> ResultsWriter:
     return kinds[fmt]()
 
 
-def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | None = None) -> str:
+def write(fmt: str, head: Sequence[str], rows: Iterable[RowLike], boolean: bool | None = None) -> str:
     """The whole result document; `boolean` is set for ASK."""
     out = writer(fmt)
     if boolean is not None:
@@ -68,7 +68,7 @@ def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | No
     return out.head(head) + out.rows(rows) + out.end()
 
 
-def rows_text(fmt: str, head: Sequence[str], rows: Iterable[Row]) -> str:
+def rows_text(fmt: str, head: Sequence[str], rows: Iterable[RowLike]) -> str:
     """Rows as `fmt`'s writer writes them after its head (JSON: the whole
     "bindings" array, brackets included): what a worker renders from ids
     (services/native/src/render.rs writes the same bytes)."""
@@ -121,7 +121,7 @@ def _json_term_write(term: str) -> str:
 _json_term_text = lru_cache(maxsize=65536)(_json_term_write)
 
 
-def _json_rows(keys: Sequence[str], rows: Iterable[Row]) -> str:
+def _json_rows(keys: Sequence[str], rows: Iterable[RowLike]) -> str:
     encode, write, most = _json_term_text, _json_term_write, CACHED_CHARS
     objects = [
         ",".join(
@@ -132,7 +132,7 @@ def _json_rows(keys: Sequence[str], rows: Iterable[Row]) -> str:
     return ",".join(["{" + members + "}" for members in objects])
 
 
-def json_bindings_text(head: Sequence[str], rows: Iterable[Row]) -> str:
+def json_bindings_text(head: Sequence[str], rows: Iterable[RowLike]) -> str:
     """The JSON "bindings" array as text, built from each term's encoded
     form (cached: pages repeat terms), about ten times faster than encoding
     dictionaries."""
@@ -150,7 +150,7 @@ class Json:
         self._keys = [json.dumps(var) + ":" for var in variables]
         return f'{{"head":{{"vars":{json.dumps(list(variables))}}},"results":{{"bindings":['
 
-    def rows(self, rows: Iterable[Row]) -> str:
+    def rows(self, rows: Iterable[RowLike]) -> str:
         text = _json_rows(self._keys, rows)
         if not text:
             return ""
@@ -228,7 +228,7 @@ class Xml:
         self._names = [quoteattr(v) for v in variables]
         return self._head(variables) + "<results>\n"
 
-    def rows(self, rows: Iterable[Row]) -> str:
+    def rows(self, rows: Iterable[RowLike]) -> str:
         out = []
         for row in rows:
             out.append("<result>\n")
@@ -276,7 +276,7 @@ class Csv:
     def head(self, variables: Sequence[str]) -> str:
         return self._line(variables)
 
-    def rows(self, rows: Iterable[Row]) -> str:
+    def rows(self, rows: Iterable[RowLike]) -> str:
         cell, write, most = _csv_cell, _csv_write, CACHED_CHARS
         lines = [",".join(["" if t is None else cell(t) if len(t) <= most else write(t) for t in row]) for row in rows]
         # The csv module writes a lone empty cell as "" (an empty line would be no row at all).
@@ -298,7 +298,7 @@ class Tsv:
     def head(self, variables: Sequence[str]) -> str:
         return "\t".join(f"?{v}" for v in variables) + "\n"
 
-    def rows(self, rows: Iterable[Row]) -> str:
+    def rows(self, rows: Iterable[RowLike]) -> str:
         term, write, most = _tsv_term, nt_term, CACHED_CHARS
         return "".join(
             "\t".join(["" if t is None else term(t) if len(t) <= most else write(t) for t in row]) + "\n"

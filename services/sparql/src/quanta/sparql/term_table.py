@@ -13,7 +13,7 @@ from typing import Protocol
 from quanta.sparql.syntax import RdfTerm
 from quanta.sparql.terms import from_term, to_term
 
-Mapping = tuple[int, ...]
+IdMapping = tuple[int, ...]
 """A solution mapping: one term id per variable slot, 0 = unbound."""
 
 
@@ -131,7 +131,7 @@ class TermSaver:
             new = self._ids[gid] = -self.fixed - len(self.extra)
         return new
 
-    def ids(self, values: Mapping) -> list[int]:
+    def ids(self, values: IdMapping) -> list[int]:
         """A mapping for saving: extra ids renumbered, trailing unbound slots dropped."""
         out = [self.id(v) for v in values]
         while out and out[-1] == 0:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quanta.engine.execute import Row, decode, execute, run
+from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
+from quanta.sparql.term_rows import Row
 
 
 def run_paged(

@@ -15,7 +15,7 @@ import redis
 import uvicorn
 
 from quanta.common import keys
-from quanta.common.local import free_port
+from quanta.common.redis_server import free_port
 from quanta.gateway.config import Settings
 from quanta.gateway.main import create_app
 from quanta.queue.v1 import queue_pb2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from quanta.engine.execute import Page
+from quanta.engine.execute import QuantumPage
 
 _MS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -35,7 +35,7 @@ RECLAIMED = Counter("quanta_reclaimed_tasks_total", "Tasks taken over from a wor
 DEAD_LETTERS = Counter("quanta_dead_letters_total", "Tasks given up after repeated failures")
 
 
-def observe(dataset: str, page: Page, queue_wait_s: float) -> None:
+def observe(dataset: str, page: QuantumPage, queue_wait_s: float) -> None:
     s = page.stats
     QUANTUM.labels(dataset).observe(s.quantum_ms / 1000)
     QUEUE_WAIT.labels(dataset).observe(queue_wait_s)

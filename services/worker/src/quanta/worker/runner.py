@@ -15,7 +15,7 @@ import redis
 
 from quanta.common import plans
 from quanta.common.catalog import Dataset
-from quanta.engine.execute import Page, execute
+from quanta.engine.execute import QuantumPage, execute
 from quanta.engine.plan import ASK
 from quanta.engine.storage import TripleStore
 from quanta.queue.v1 import queue_pb2 as q
@@ -59,7 +59,7 @@ class Runner:
         self.stall_s = stall_s  # the watchdog's limit on one task's engine work (None: none)
         self.recorder = recorder  # the watchdog's second hand: counts a stall against the task, ends the worker
 
-    def run(self, task: q.Task) -> tuple[q.Reply, Page | None]:
+    def run(self, task: q.Task) -> tuple[q.Reply, QuantumPage | None]:
         started = time.time()
         try:
             dataset = self.datasets.get(task.dataset)
@@ -116,7 +116,7 @@ class Runner:
             return kept
         raise InvalidPlan("task has neither a query nor a plan")
 
-    def _execute(self, task: q.Task, dataset: Dataset, store: TripleStore, saved: bytes | None) -> Page:
+    def _execute(self, task: q.Task, dataset: Dataset, store: TripleStore, saved: bytes | None) -> QuantumPage:
         return execute(
             store,
             query=task.query if saved is None else None,
@@ -129,7 +129,7 @@ class Runner:
         )
 
     @staticmethod
-    def _reply(task: q.Task, page: Page) -> q.Reply:
+    def _reply(task: q.Task, page: QuantumPage) -> q.Reply:
         """The page's rows in the form the task asks for (written from term ids natively when the
         store allows)."""
         reply = q.Reply(id=task.id)

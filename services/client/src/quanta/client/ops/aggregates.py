@@ -35,11 +35,10 @@ from quanta.sparql.expr_values import (
     read_sum,
     too_long,
 )
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import literal, split_literal
 
 NUMBERS = (INTEGER, DECIMAL, FLOAT, DOUBLE)
-
-Row = tuple[str | None, ...]
 
 
 @dataclass

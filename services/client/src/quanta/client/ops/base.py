@@ -18,10 +18,10 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from typing import Protocol
 
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
+from quanta.sparql.term_rows import Row
 
 SLICE_S = 0.01  # the longest an operator works before handing the loop back (about)
-Row = tuple[str | None, ...]
 Batch = list[Row]
 
 
@@ -40,7 +40,7 @@ class Op(ABC):
     certain: frozenset[int]
 
     @abstractmethod
-    def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         """The rows, batch by batch (a batch may be empty)."""
 
     def children(self) -> Sequence[Op]:
@@ -104,7 +104,7 @@ class Pacer:
         self.since = time.perf_counter()
 
 
-async def collect(op: Op, ctx: Context) -> Batch:
+async def collect(op: Op, ctx: QueryContext) -> Batch:
     """All rows of `op` (for inputs known to be small)."""
     out: Batch = []
     async for batch in op.run(ctx):

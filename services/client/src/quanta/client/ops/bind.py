@@ -20,10 +20,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, merge, with_cell
+from quanta.client.ops.base import Batch, Op, Pacer, merge, with_cell
 from quanta.client.ops.remote import FOREIGN, Piece, fetch
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.client.plan.serialize import values_clause
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import literal
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
@@ -47,7 +48,7 @@ class Ship:
         return tuple(row[s] for s in self.slots)
 
 
-async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> AsyncIterator[list[tuple[int, Row]]]:
+async def matches(ctx: QueryContext, piece: Piece, ship: Ship, keys: list[Key]) -> AsyncIterator[list[tuple[int, Row]]]:
     """The piece's rows for a block of keys, each with the index of its key."""
     numbered = ship.numbered or not ship.slots or any(v is None for k in keys for v in k)
     out = piece.source.outgoing
@@ -78,7 +79,9 @@ async def matches(ctx: Context, piece: Piece, ship: Ship, keys: list[Key]) -> As
         yield found
 
 
-async def blocks(ctx: Context, left: Op, key: Callable[[Row], Key]) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
+async def blocks(
+    ctx: QueryContext, left: Op, key: Callable[[Row], Key]
+) -> AsyncIterator[tuple[list[Key], list[list[Row]]]]:
     """The left rows in blocks: distinct keys and the rows of each. A block
     holds `block_size` keys; at the end of each of the left side's batches,
     a smaller one goes when it holds at least 8 keys, then 16, 32... (the
@@ -127,7 +130,7 @@ class BindJoin(Op):
     def label(self) -> str:
         return f"BindJoin ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         async for keys, groups in blocks(ctx, self.left, self.ship.key):
             async for found in matches(ctx, self.piece, self.ship, keys):
@@ -157,7 +160,7 @@ class BindLeftJoin(Op):
     def label(self) -> str:
         return f"BindLeftJoin ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         async for keys, groups in blocks(ctx, self.left, self.ship.key):
             matched = [[False] * len(rows) for rows in groups]
@@ -197,7 +200,7 @@ class BindFilter(Op):
     def label(self) -> str:
         return f"{self.name} ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         async for keys, groups in blocks(ctx, self.left, self.ship.key):
             if self.keep_unbound:
                 alone = [i for i, k in enumerate(keys) if all(v is None for v in k)]
@@ -230,7 +233,7 @@ class ExistsColumn(Op):
     def label(self) -> str:
         return f"ExistsColumn ship={list(self.ship.names)} {self.piece.render('VALUES ...')}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         slot = self.slot
         async for keys, groups in blocks(ctx, self.left, self.ship.key):
             hit = [False] * len(keys)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row
-from quanta.client.plan.context import Context
+from quanta.client.ops.base import Batch, Op, Pacer
+from quanta.client.plan.context import QueryContext
 from quanta.sparql.syntax import BlankTerm, IriTerm, LiteralTerm, RdfTerm, Var
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import from_term
 
 Triple = tuple[str, str, str]
@@ -62,7 +63,7 @@ class Construct(Op):
     def label(self) -> str:
         return f"Construct {len(self.template)} template triples"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         dedup = Dedup(ctx.budgets.memory_rows)
         async for batch in self.child.run(ctx):
@@ -105,7 +106,7 @@ class Describe(Op):
     def children(self) -> list[Op]:
         return [self.child]
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         seen: set[str] = set()
         queue: list[str] = []
         for r in self.resources:

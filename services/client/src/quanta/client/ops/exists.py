@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 from quanta.client.ops.base import Batch, Op, with_cell
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.sparql.terms import literal
 
 XSD_BOOLEAN = "http://www.w3.org/2001/XMLSchema#boolean"
@@ -32,7 +32,7 @@ class SubstitutedExists(Op):
     def label(self) -> str:
         return f"SubstitutedExists slots={self.slots}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         known: dict[tuple[tuple[int, str], ...], bool] = {}
         slot = self.slot
         async for batch in self.child.run(ctx):
@@ -47,7 +47,7 @@ class SubstitutedExists(Op):
                 out.append(with_cell(row, slot, TRUE if found else FALSE))
             yield out
 
-    async def _exists(self, ctx: Context, values: tuple[tuple[int, str], ...]) -> bool:
+    async def _exists(self, ctx: QueryContext, values: tuple[tuple[int, str], ...]) -> bool:
         async with aclosing(self.substitute(values).run(ctx)) as batches:
             async for batch in batches:
                 if batch:

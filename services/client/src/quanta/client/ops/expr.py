@@ -16,11 +16,12 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape, with_cell
-from quanta.client.plan.context import Context
+from quanta.client.ops.base import Batch, Op, Pacer, Shape, with_cell
+from quanta.client.plan.context import QueryContext
 from quanta.sparql import expressions
 from quanta.sparql.expr_values import format_double
 from quanta.sparql.syntax import RdfTerm, Var
+from quanta.sparql.term_rows import Row
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import literal
 
@@ -117,7 +118,7 @@ class Filter(Op):
     def label(self) -> str:
         return f"Filter {' && '.join(str(t.expr) for t in self.tests)}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         tests = self.tests
         async for batch in self.child.run(ctx):
@@ -145,7 +146,7 @@ class Extend(Op):
     def label(self) -> str:
         return f"Extend slot {self.slot} = {self.expr.expr}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         """The rows handed on once `batch_bytes` characters of values are built, or
         the Pacer is due: a row's value may be a million characters."""
         pacer, most = Pacer(ctx.budgets.yield_rows), ctx.budgets.batch_bytes
@@ -181,7 +182,7 @@ class Generate(Op):
     def label(self) -> str:
         return f"Generate {self.columns}"
 
-    def _value(self, ctx: Context, kind: str) -> str | None:
+    def _value(self, ctx: QueryContext, kind: str) -> str | None:
         if kind == "RAND":
             return literal(format_double(random.random()), datatype=XSD_DOUBLE)
         if kind == "UUID":
@@ -192,7 +193,7 @@ class Generate(Op):
             return f"_:{self.bnode_prefix}{ctx.next_bnode()}"
         return None
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         async for batch in self.child.run(ctx):
             out = []
             for row in batch:

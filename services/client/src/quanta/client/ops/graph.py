@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from quanta.client.ops.base import Batch, Op, with_cell
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 
 
 class GraphUnion(Op):
@@ -25,7 +25,7 @@ class GraphUnion(Op):
     def label(self) -> str:
         return f"GraphUnion slot {self.slot} over {len(self.branches)} graphs"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         slot = self.slot
         for graph, op in self.branches:
             async with aclosing(op.run(ctx)) as batches:

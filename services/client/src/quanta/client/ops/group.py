@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Iterable
 
 from quanta.client.ops.aggregates import Aggregate, State
-from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
+from quanta.client.ops.base import Batch, Op, Pacer, Shape
 from quanta.client.ops.spill import Partitions, RowFile, oversized
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
+from quanta.sparql.term_rows import Row
 
 Key = tuple[str | None, ...]
 OUT_ROWS = 4096  # rows per batch handed on
@@ -48,7 +49,7 @@ class Group(Op):
         why = f" ({self.why})" if self.why else ""
         return f"Group keys={self.keys} aggregates={[(a.kind, a.slot) for a in self.aggregates]}{weighed}{why}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         table = _Table(self, ctx, 0)
         async for batch in self.child.run(ctx):
@@ -58,7 +59,7 @@ class Group(Op):
         async for out in self._emit(ctx, table, pacer):
             yield out
 
-    async def _emit(self, ctx: Context, table: _Table, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _emit(self, ctx: QueryContext, table: _Table, pacer: Pacer) -> AsyncGenerator[Batch, None]:
         async for out in table.rows(pacer):
             yield out
         if table.spill is None:
@@ -79,7 +80,7 @@ def count_of(term: str | None) -> int:
 
 
 class _Table:
-    def __init__(self, group: Group, ctx: Context, depth: int) -> None:
+    def __init__(self, group: Group, ctx: QueryContext, depth: int) -> None:
         self.op, self.ctx, self.depth = group, ctx, depth
         self.groups: dict[Key, list[State]] = {}
         self.spill: Partitions | None = None

@@ -19,9 +19,10 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, compatible, merge
+from quanta.client.ops.base import Batch, Op, Pacer, compatible, merge
 from quanta.client.ops.spill import MAX_DEPTH, Partitions, RowFile, split
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
+from quanta.sparql.term_rows import Row
 
 Key = tuple[str | None, ...]
 CHUNK = 4096  # rows per batch handed on
@@ -80,14 +81,14 @@ class HashJoin(Op):
             out.append(left)
         return out, matched
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         # the left side's first batch (a page at most) comes while the right side is built:
         # two server pieces (two subqueries) take their quanta at once, not one after the other
         async with aclosing(_Prefetched(self.left.run(ctx))) as left:
             async for out in self._join(ctx, left):
                 yield out
 
-    async def _join(self, ctx: Context, left: AsyncIterator[Batch]) -> AsyncGenerator[Batch, None]:
+    async def _join(self, ctx: QueryContext, left: AsyncIterator[Batch]) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         limit = ctx.budgets.memory_rows
         table: dict[Key, list[Row]] = {}
@@ -123,7 +124,7 @@ class HashJoin(Op):
             async for out in self._nested(ctx, overflow.finish(), left, pacer):
                 yield out
 
-    def _spill(self, ctx: Context, table: dict[Key, list[Row]]) -> Partitions | RowFile:
+    def _spill(self, ctx: QueryContext, table: dict[Key, list[Row]]) -> Partitions | RowFile:
         spill: Partitions | RowFile = Partitions(ctx, "join", self.key, 0) if self.keys else RowFile(ctx, "join-right")
         for rows in table.values():
             for row in rows:
@@ -131,7 +132,7 @@ class HashJoin(Op):
         return spill
 
     async def _grace(
-        self, ctx: Context, right: Partitions, batches: AsyncIterator[Batch], pacer: Pacer
+        self, ctx: QueryContext, right: Partitions, batches: AsyncIterator[Batch], pacer: Pacer
     ) -> AsyncGenerator[Batch, None]:
         left = Partitions(ctx, "join-left", self.key, 0)
         async for batch in batches:
@@ -143,7 +144,7 @@ class HashJoin(Op):
                 yield out
 
     async def _partition(
-        self, ctx: Context, right: RowFile, left: RowFile, depth: int, pacer: Pacer
+        self, ctx: QueryContext, right: RowFile, left: RowFile, depth: int, pacer: Pacer
     ) -> AsyncGenerator[Batch, None]:
         """One pair of partitions: in memory if the right one fits, else split
         again, and past the last level (a key with more rows than the budget)
@@ -174,7 +175,7 @@ class HashJoin(Op):
         yield out
 
     async def _nested(
-        self, ctx: Context, right: RowFile, left: AsyncIterator[Batch] | RowFile, pacer: Pacer
+        self, ctx: QueryContext, right: RowFile, left: AsyncIterator[Batch] | RowFile, pacer: Pacer
     ) -> AsyncGenerator[Batch, None]:
         """Every left row against every right row, `memory_rows` left rows at a time."""
         block: Batch = []
@@ -213,7 +214,7 @@ class HashJoin(Op):
         yield out
 
 
-async def _batches(rows: RowFile, ctx: Context) -> AsyncGenerator[Batch, None]:
+async def _batches(rows: RowFile, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
     batch: Batch = []
     for row in rows:
         batch.append(row)

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
+from quanta.client.ops.base import Batch, Op, Pacer, Shape
 from quanta.client.ops.remote import Piece, fetch
 from quanta.client.ops.spill import Partitions, RowFile, split
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.term_rows import Row
 
 Key = tuple[str | None, ...]
 
@@ -48,7 +49,7 @@ class OptJoin(Op):
             cells[s] = v
         return tuple(cells)
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         limit = ctx.budgets.memory_rows
         matched: set[Key] = set()
@@ -87,7 +88,9 @@ class OptJoin(Op):
                 async for out in self._unmatched(ctx, part, 1, pacer):
                     yield out
 
-    async def _unmatched(self, ctx: Context, part: RowFile, depth: int, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _unmatched(
+        self, ctx: QueryContext, part: RowFile, depth: int, pacer: Pacer
+    ) -> AsyncGenerator[Batch, None]:
         """The unmatched rows of P1 in one partition (split again while its keys do not fit)."""
         limit = ctx.budgets.memory_rows
         counts: dict[Key, int] = {}

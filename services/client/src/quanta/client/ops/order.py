@@ -14,9 +14,9 @@ from collections.abc import AsyncGenerator, Iterator
 from functools import lru_cache
 from typing import Any
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row
+from quanta.client.ops.base import Batch, Op, Pacer
 from quanta.client.ops.spill import ExternalSort, SortedChunks
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.sparql.expr_dates import DateTime
 from quanta.sparql.expr_values import (
     BOOLEAN,
@@ -30,6 +30,7 @@ from quanta.sparql.expr_values import (
     STRING,
     make_literal,
 )
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import split_literal
 
 _NUMBERS = (INTEGER, DECIMAL, FLOAT, DOUBLE)
@@ -104,7 +105,7 @@ class OrderBy(Op):
     def label(self) -> str:
         return f"OrderBy {self.conditions} top={self.top}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         # Sorted a chunk at a time and merged lazily, handing the loop back as it goes:
         # the event loop (the gateway's) keeps turning through a sort of any size. Each row's
         # key is computed once: rows are sorted, spilled and merged as (key, arrival, row),

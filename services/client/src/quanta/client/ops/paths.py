@@ -19,10 +19,11 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
-from quanta.client.plan.context import Context
+from quanta.client.ops.base import Batch, Op, Pacer, Shape
+from quanta.client.plan.context import QueryContext
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.term_rows import Row
 
 # Makes the operator of one step: given rows binding the step's start slot
 # (forward: its subject; backward: its object), rows of (subject, object) pairs.
@@ -51,7 +52,7 @@ class Steps:
         self.subjects: list[str] = []
         self.kept = 0
 
-    async def fetch(self, ctx: Context, nodes: set[str], forward: bool) -> None:
+    async def fetch(self, ctx: QueryContext, nodes: set[str], forward: bool) -> None:
         if self.complete:
             return
         known = self.forward if forward else self.backward
@@ -75,7 +76,7 @@ class Steps:
                             self.kept += 1
             self._check(ctx)
 
-    async def all_pairs(self, ctx: Context) -> list[str]:
+    async def all_pairs(self, ctx: QueryContext) -> list[str]:
         """Every step (kept, both ways); returns the distinct subjects."""
         if self.complete:
             return self.subjects
@@ -96,7 +97,7 @@ class Steps:
         self.subjects = list(subjects)
         return self.subjects
 
-    async def members(self, ctx: Context, nodes: set[str]) -> set[str]:
+    async def members(self, ctx: QueryContext, nodes: set[str]) -> set[str]:
         """The nodes that are a subject or object in the graph (zero steps
         reach a node of the graph only; a constant of the query always)."""
         found: set[str] = set()
@@ -112,7 +113,7 @@ class Steps:
                     found.update(node for r in batch if (node := r[self.a]) is not None)
         return found
 
-    def _check(self, ctx: Context) -> None:
+    def _check(self, ctx: QueryContext) -> None:
         if self.kept > ctx.budgets.path_nodes:
             raise QueryError(
                 ErrorKind.BUDGET_EXCEEDED,
@@ -134,7 +135,7 @@ class PathJoin(Op):
     def label(self) -> str:
         return f"PathJoin {self.subject} {self.mod} {self.object}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         block: list[Row] = []
         async with aclosing(self.left.run(ctx)) as batches:
@@ -148,7 +149,7 @@ class PathJoin(Op):
             async for out in self._block(ctx, block, pacer):
                 yield out
 
-    async def _block(self, ctx: Context, rows: list[Row], pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _block(self, ctx: QueryContext, rows: list[Row], pacer: Pacer) -> AsyncGenerator[Batch, None]:
         forward: set[str] = set()
         backward: set[str] = set()
         unbound: list[Row] = []
@@ -188,7 +189,7 @@ class PathJoin(Op):
                 cells[end.slot] = value
         return tuple(cells)
 
-    async def _everything(self, ctx: Context, row: Row, pacer: Pacer) -> AsyncGenerator[Batch, None]:
+    async def _everything(self, ctx: QueryContext, row: Row, pacer: Pacer) -> AsyncGenerator[Batch, None]:
         """Both ends unbound: from every start node (all nodes when zero steps count)."""
         subjects = await self.steps.all_pairs(ctx)
         if self.mod == "+":
@@ -222,7 +223,7 @@ class PathJoin(Op):
             await pacer.tick(len(out) + len(block))
             yield out
 
-    async def reach(self, ctx: Context, starts: set[str], forward: bool, constant: bool) -> dict[str, set[str]]:
+    async def reach(self, ctx: QueryContext, starts: set[str], forward: bool, constant: bool) -> dict[str, set[str]]:
         """The nodes each start reaches (itself too when zero steps count: a
         `constant` of the query always, a value of a row if the graph has it)."""
         zero = self.mod in ("*", "?")

@@ -16,8 +16,9 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from quanta.client.ops.base import Batch, Op, Shape
-from quanta.client.plan.context import Context
-from quanta.client.transport import Row, SubRequest
+from quanta.client.plan.context import QueryContext
+from quanta.client.transport import SubRequest
+from quanta.sparql.term_rows import Row
 
 FOREIGN = "_: foreign"  # a blank node label no HDT dictionary holds (labels have no spaces)
 
@@ -83,7 +84,7 @@ class Columns:
 
 
 async def fetch(
-    ctx: Context, source: Source, text: str, columns: Columns, partial: bool = False
+    ctx: QueryContext, source: Source, text: str, columns: Columns, partial: bool = False
 ) -> AsyncGenerator[Batch, None]:
     """Every page of one server query, as rows (stops sending when the consumer
     stops), in batches of `yield_rows` at most and about `batch_bytes` (the
@@ -129,7 +130,7 @@ class Remote(Op):
         self.maybe = piece.maybe
         self.certain = piece.certain
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         async for batch in fetch(ctx, self.piece.source, self.text, self.piece.columns, self.piece.partial):
             yield batch
 

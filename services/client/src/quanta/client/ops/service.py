@@ -14,11 +14,12 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from quanta.client.ops.base import Batch, Op, Row, Shape, compatible, merge
-from quanta.client.plan.context import Context
+from quanta.client.ops.base import Batch, Op, Shape, compatible, merge
+from quanta.client.plan.context import QueryContext
 from quanta.client.plan.serialize import values_clause
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import literal
 
 XSD_INTEGER = "http://www.w3.org/2001/XMLSchema#integer"
@@ -47,7 +48,7 @@ class ServiceJoin(Op):
     def label(self) -> str:
         return f"ServiceJoin <{self.call.endpoint}> {self.call.group}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         block: list[Row] = []
         async with aclosing(self.left.run(ctx)) as batches:
             async for batch in batches:
@@ -58,7 +59,7 @@ class ServiceJoin(Op):
         if block:
             yield await self._block(ctx, block)
 
-    async def _block(self, ctx: Context, rows: list[Row]) -> Batch:
+    async def _block(self, ctx: QueryContext, rows: list[Row]) -> Batch:
         by_endpoint: dict[str | None, list[Row]] = {}
         for row in rows:
             iri = self.call.endpoint if self.call.endpoint_slot is None else row[self.call.endpoint_slot]
@@ -68,7 +69,7 @@ class ServiceJoin(Op):
             out += await self._call(ctx, iri, group)
         return out
 
-    async def _call(self, ctx: Context, iri: str | None, rows: list[Row]) -> Batch:
+    async def _call(self, ctx: QueryContext, iri: str | None, rows: list[Row]) -> Batch:
         call = self.call
         endpoint = ctx.services.get(iri) if iri is not None else None
         if endpoint is None:

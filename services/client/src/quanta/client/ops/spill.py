@@ -19,10 +19,11 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from quanta.client.ops.base import Pacer, Row
-from quanta.client.plan.context import Context, disk_error
+from quanta.client.ops.base import Pacer
+from quanta.client.plan.context import QueryContext, disk_error
 from quanta.client.transport import QueryError
 from quanta.sparql.errors import ErrorKind
+from quanta.sparql.term_rows import Row
 
 CHUNK = 4096  # rows per pickled batch
 FANOUT = 16  # partitions per level
@@ -32,7 +33,7 @@ FAN_IN = 32  # sorted runs merged at once
 
 
 class RowFile:
-    def __init__(self, ctx: Context, kind: str) -> None:
+    def __init__(self, ctx: QueryContext, kind: str) -> None:
         self.ctx = ctx
         self.path = ctx.temp_dir() / f"{kind}-{ctx.next_file()}.rows"
         try:
@@ -154,7 +155,7 @@ async def take(rows: Iterator[Any], count: int | None, pacer: Pacer) -> list[Any
     return out
 
 
-async def write(ctx: Context, rows: Iterator[Any], kind: str, pacer: Pacer) -> RowFile:
+async def write(ctx: QueryContext, rows: Iterator[Any], kind: str, pacer: Pacer) -> RowFile:
     """`rows` into a new file."""
     out = RowFile(ctx, kind)
     for row in rows:
@@ -164,7 +165,7 @@ async def write(ctx: Context, rows: Iterator[Any], kind: str, pacer: Pacer) -> R
 
 
 async def fewer_runs(
-    ctx: Context, runs: list[RowFile], key: Callable[[Any], Any] | None, pacer: Pacer
+    ctx: QueryContext, runs: list[RowFile], key: Callable[[Any], Any] | None, pacer: Pacer
 ) -> list[RowFile]:
     """Runs sorted by `key` (None: items compared as they are), merged FAN_IN at a time
     until FAN_IN at most are left (the files a final merge opens at once stay bounded).
@@ -186,7 +187,7 @@ class ExternalSort:
     memory: sorted runs on disk beyond it, merged FAN_IN at a time (a database's external
     merge sort: the files open at once stay bounded whatever the number of runs)."""
 
-    def __init__(self, ctx: Context, limit: int, pacer: Pacer) -> None:
+    def __init__(self, ctx: QueryContext, limit: int, pacer: Pacer) -> None:
         self.ctx, self.limit, self.pacer = ctx, max(1, limit), pacer
         self.memory = SortedChunks()
         self.runs: list[RowFile] = []
@@ -232,7 +233,7 @@ class Partitions:
     """Rows by a hash of their key, into FANOUT files; each `depth` uses other
     bits of the hash, so that a partition split again spreads its keys."""
 
-    def __init__(self, ctx: Context, kind: str, key: Callable[[Any], Any], depth: int) -> None:
+    def __init__(self, ctx: QueryContext, kind: str, key: Callable[[Any], Any], depth: int) -> None:
         if depth >= MAX_DEPTH:
             raise QueryError(
                 ErrorKind.BUDGET_EXCEEDED,
@@ -248,7 +249,7 @@ class Partitions:
         return [f.finish() for f in self.files]
 
 
-def split(ctx: Context, rows: RowFile, kind: str, key: Callable[[Any], Any], depth: int) -> list[RowFile]:
+def split(ctx: QueryContext, rows: RowFile, kind: str, key: Callable[[Any], Any], depth: int) -> list[RowFile]:
     """A partition too large for memory, partitioned again (deleted)."""
     parts = Partitions(ctx, kind, key, depth)
     for row in rows:
@@ -257,7 +258,7 @@ def split(ctx: Context, rows: RowFile, kind: str, key: Callable[[Any], Any], dep
     return parts.finish()
 
 
-def oversized(ctx: Context, what: str) -> QueryError:
+def oversized(ctx: QueryContext, what: str) -> QueryError:
     return QueryError(
         ErrorKind.BUDGET_EXCEEDED, f"{what} needs more than the memory budget of {ctx.budgets.memory_rows} rows"
     )

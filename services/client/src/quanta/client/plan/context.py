@@ -19,7 +19,7 @@ from quanta.sparql.terms import literal
 XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 
 
-class Context:
+class QueryContext:
     """The requester (every request goes through it), the budgets, the
     SERVICE allowlist, the query's NOW(), and its temporary directory
     (made on first use, removed by `close`)."""

@@ -36,19 +36,19 @@ from typing import Any
 
 from quanta.client.budgets import Budgets
 from quanta.client.ops.aggregates import Aggregate
-from quanta.client.ops.base import Op, Row
+from quanta.client.ops.base import Op
 from quanta.client.ops.bind import BindFilter, BindJoin, BindLeftJoin, ExistsColumn, Ship
 from quanta.client.ops.exists import SubstitutedExists
 from quanta.client.ops.expr import ClientExpr, Extend, Filter, Generate
 from quanta.client.ops.graph import GraphUnion
 from quanta.client.ops.group import Group
 from quanta.client.ops.hashjoin import HashJoin
-from quanta.client.ops.local import Distinct, Project, Rows, Slice, Union
 from quanta.client.ops.optjoin import OptJoin
 from quanta.client.ops.order import OrderBy
 from quanta.client.ops.paths import End, PathJoin, Steps
 from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources
 from quanta.client.ops.service import ServiceCall, ServiceJoin
+from quanta.client.ops.standalone import Distinct, Project, Rows, Slice, Union
 from quanta.client.plan import costs
 from quanta.client.plan.algebra import copy_node, count_uses, has_optional, member, rewrite
 from quanta.client.plan.scope import Scope, Slots
@@ -58,6 +58,7 @@ from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind
 from quanta.sparql.paths import expand, join_all
 from quanta.sparql.syntax import AlgebraNode, IriTerm, LiteralTerm, RdfTerm, Var
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import from_term, skolem, to_term
 from quanta.sparql.variables import all_variables, certain, maybe
 
@@ -84,7 +85,10 @@ class Graphs:
 
 
 @dataclass
-class Dataset:
+class QueryDataset:
+    """The RDF dataset a query runs over: its default graph and the graphs GRAPH ranges over
+    (FROM and FROM NAMED, else the service's)."""
+
     default: Graphs
     named: list[str]  # the IRIs GRAPH ranges over
 
@@ -93,7 +97,7 @@ class Dataset:
 class Planner:
     slots: Slots
     sources: Sources
-    dataset: Dataset
+    dataset: QueryDataset
     budgets: Budgets
     services: set[str]
     hidden: set[Var]  # variables of the plan's own (never shown: SELECT *, COUNT(DISTINCT *))
@@ -959,4 +963,4 @@ def _has(expr: Any, names: tuple[str, ...]) -> bool:
     return found
 
 
-__all__ = ["Dataset", "Graphs", "Planner", "copy_node"]
+__all__ = ["Graphs", "Planner", "QueryDataset", "copy_node"]

@@ -18,20 +18,21 @@ from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from quanta.client.ops.base import Batch, Op, Row
+from quanta.client.ops.base import Batch, Op
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
-from quanta.client.ops.local import Rows
 from quanta.client.ops.remote import Columns, Piece, Remote, Sources
+from quanta.client.ops.standalone import Rows
 from quanta.client.plan.algebra import Prepass, member
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
 from quanta.client.plan.parsing import Query, parse_query, query_error
-from quanta.client.plan.planner import Dataset, Graphs, Planner, server_may_run
+from quanta.client.plan.planner import Graphs, Planner, QueryDataset, server_may_run
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.transport import Cardinalities, QueryError, Transport
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
+from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import from_term
 from quanta.sparql.variables import all_variables, maybe
 
@@ -51,7 +52,7 @@ class QueryPlan:
     # (its columns are the answer's, named alike); None when the client does any work
     direct: Remote | None = None
 
-    async def run(self, context: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, context: QueryContext) -> AsyncGenerator[Batch, None]:
         project = columns(self.output)
         async for batch in self.root.run(context):
             if batch:
@@ -64,7 +65,7 @@ class QueryPlan:
 async def plan_query(
     text: str,
     spec: DatasetSpec,
-    context: Context,
+    context: QueryContext,
     transport: Transport,
     *,
     strategy: str = "server",
@@ -93,9 +94,9 @@ async def plan_query(
 def _plan(
     query: Query,
     form: str,
-    dataset: Dataset,
+    dataset: QueryDataset,
     sources: Sources,
-    context: Context,
+    context: QueryContext,
     strategy: str,
     ship: bool,
     counts: Callable[[str | None], Cardinalities | None],
@@ -136,7 +137,7 @@ def _plan(
 
 
 def _whole_on_server(
-    text: str, query: Query, form: str, dataset: Dataset, sources: Sources, base: str | None
+    text: str, query: Query, form: str, dataset: QueryDataset, sources: Sources, base: str | None
 ) -> QueryPlan | None:
     """A SELECT of named variables that the server evaluates whole on the default graph, sent
     as it was written (after `BASE <base>`, for relative IRIs): no planning, and the server's
@@ -195,7 +196,7 @@ def _head(algebra: Any, query: Query, planner: Planner) -> list[Var]:
     return sorted(visible, key=lambda v: (query.order.get(str(v), len(query.order)), str(v)))
 
 
-def _construct(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: Dataset) -> QueryPlan:
+def _construct(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: QueryDataset) -> QueryPlan:
     template = member(algebra, "template")
     if template is None:  # CONSTRUCT WHERE { triples }: the pattern is the template
         template = _triples(algebra.p)
@@ -216,7 +217,7 @@ def _triples(node: Any) -> list[tuple[RdfTerm, RdfTerm, RdfTerm]]:
     return []
 
 
-def _describe(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: Dataset) -> QueryPlan:
+def _describe(algebra: Any, pattern: Any, planner: Planner, scope: Scope, dataset: QueryDataset) -> QueryPlan:
     """DESCRIBE: the resources named, and the values of the variables named in the solutions."""
     resources = [from_term(t) for t in algebra.PV if isinstance(t, IriTerm)]
     variables = [v for v in algebra.PV if isinstance(v, Var)]
@@ -247,7 +248,7 @@ class _Slots(Op):
     def children(self) -> list[Op]:
         return [self.child]
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         project = columns(self.slots)
         async for batch in self.child.run(ctx):
             yield list(map(project, batch))
@@ -256,7 +257,9 @@ class _Slots(Op):
 # -- the dataset --
 
 
-async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport, refused: bool) -> tuple[Dataset, Sources]:
+async def _dataset(
+    algebra: Any, spec: DatasetSpec, transport: Transport, refused: bool
+) -> tuple[QueryDataset, Sources]:
     clauses = member(algebra, "datasetClause") or []
     if spec.default_graph_uri is not None or spec.named_graph_uri is not None:
         default: list[str] | None = list(spec.default_graph_uri or ())
@@ -280,7 +283,7 @@ async def _dataset(algebra: Any, spec: DatasetSpec, transport: Transport, refuse
         graphs = Graphs([sources.get(None)])
     else:
         graphs = Graphs([sources.get(g) for g in dict.fromkeys(default)])
-    return Dataset(graphs, list(dict.fromkeys(named if named is not None else available))), sources
+    return QueryDataset(graphs, list(dict.fromkeys(named if named is not None else available))), sources
 
 
 def _has_graph(node: Any) -> bool:
@@ -293,7 +296,7 @@ def _has_graph(node: Any) -> bool:
     return False
 
 
-def _check_services(node: Any, context: Context) -> None:
+def _check_services(node: Any, context: QueryContext) -> None:
     """A SERVICE IRI not on the allowlist is refused before anything runs (unless SILENT)."""
     if isinstance(node, AlgebraNode):
         if node.name == "ServiceGraphPattern" and isinstance(node.term, IriTerm) and not member(node, "silent"):

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quanta.client.local import run_quantum
+from quanta.client.in_process import run_quantum
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway import metrics

@@ -56,7 +56,7 @@ MAX_SAMPLES = 1024  # the driving piece's quanta kept for the estimate's error (
 
 
 @dataclass(frozen=True, slots=True)
-class Quantum:
+class QuantumReport:
     """A quantum's event, queued among the rows."""
 
     data: str
@@ -97,7 +97,7 @@ class Progress:
             # the piece's GROUP BY, DISTINCT or top-k ran on the worker (partial answers)
             "partial": event.request is not None and event.request.partial,
         }  # fmt: skip
-        self.out.row(Quantum(json.dumps(data, separators=(",", ":"))))
+        self.out.row(QuantumReport(json.dumps(data, separators=(",", ":"))))
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 1)
@@ -136,7 +136,7 @@ class Progress:
             texts: list[str] = []
             rows: list[Any] = []
             for item in items:
-                if not isinstance(item, Quantum):
+                if not isinstance(item, QuantumReport):
                     rows.append(item)
                     continue
                 if rows:

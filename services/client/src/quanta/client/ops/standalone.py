@@ -6,9 +6,10 @@ import heapq
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from quanta.client.ops.base import Batch, Op, Pacer, Row, Shape
+from quanta.client.ops.base import Batch, Op, Pacer, Shape
 from quanta.client.ops.spill import Partitions, RowFile, fewer_runs
-from quanta.client.plan.context import Context
+from quanta.client.plan.context import QueryContext
+from quanta.sparql.term_rows import Row
 
 
 class Rows(Op):
@@ -23,7 +24,7 @@ class Rows(Op):
     def label(self) -> str:
         return f"Rows ({len(self.rows)})"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         width = self.shape.width
         yield [tuple(r.get(i) for i in range(width)) for r in self.rows]
 
@@ -39,7 +40,7 @@ class Union(Op):
     def children(self) -> list[Op]:
         return self.branches
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         for branch in self.branches:
             async with aclosing(branch.run(ctx)) as batches:
                 async for batch in batches:
@@ -61,7 +62,7 @@ class Project(Op):
     def label(self) -> str:
         return f"Project {self.slots}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         keep = set(self.slots)
         drop = [s for s in range(self.shape.width) if s not in keep]
         async for batch in self.child.run(ctx):
@@ -88,7 +89,7 @@ class Slice(Op):
     def label(self) -> str:
         return f"Slice offset={self.offset} limit={self.limit}"
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         skip, left = self.offset, self.limit
         if left == 0:
             return
@@ -124,7 +125,7 @@ class Distinct(Op):
     def children(self) -> list[Op]:
         return [self.child]
 
-    async def run(self, ctx: Context) -> AsyncGenerator[Batch, None]:
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         pacer = Pacer(ctx.budgets.yield_rows)
         seen: set[Row] = set()
         limit = ctx.budgets.memory_rows
@@ -177,7 +178,7 @@ def _position(entry: tuple[int, Row]) -> int:
     return entry[0]
 
 
-async def _first_seen(ctx: Context, rows: RowFile, depth: int, pacer: Pacer) -> list[RowFile]:
+async def _first_seen(ctx: QueryContext, rows: RowFile, depth: int, pacer: Pacer) -> list[RowFile]:
     """The first occurrence of each row of a partition of (position, row), as
     files each in position order: one for what memory could tell apart, and
     those of the partitions beyond it, one level deeper (deleted: `rows`)."""
