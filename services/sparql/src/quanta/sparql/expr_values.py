@@ -487,7 +487,7 @@ def compute(op: str, ka: int, x: Number, kb: int, y: Number) -> tuple[int, Numbe
 # datatypes (services/native/src/exec.rs, `Exact`).
 EXACT_SUMS = {"urn:quanta:sum:float": FLOAT, "urn:quanta:sum:double": DOUBLE}
 
-Sum = tuple[int, "Number | Fraction"]  # kind, and value: a Fraction while a float or double sum is finite
+Sum = tuple[int, "Number | Fraction"]  # kind, and value: an int or a Fraction while a float or double sum is finite
 
 
 def add_exactly(total: Sum | None, kind: int, value: Number | Fraction, times: int = 1) -> Sum:
@@ -510,16 +510,31 @@ def read_sum(total: Sum, count: int | None = None) -> tuple[int, Number]:
     """A sum (or, divided by `count`, an average) as a value of its kind (an average of integers
     is a decimal): floats and doubles rounded once."""
     kind, value = total
-    if isinstance(value, Fraction):
-        exact = value if count is None else value / count
+    if kind >= FLOAT and not isinstance(value, float):
+        exact = Fraction(value) if count is None else Fraction(value) / count
         return kind, nearest_double(exact) if kind == DOUBLE else nearest_float32(exact)
-    return (kind, value) if count is None else compute("/", kind, value, INTEGER, count)
+    return (kind, cast(Number, value)) if count is None else compute("/", kind, cast(Number, value), INTEGER, count)
 
 
-def _exact(value: Number | Fraction) -> Fraction | float:
-    if isinstance(value, float) and not math.isfinite(value):
+def read_exact(lexical: str) -> int | Fraction:
+    """A worker's partial sum (`EXACT_SUMS`): its decimal notation read exactly."""
+    if lexical.endswith(".0"):
+        return int(lexical[:-2])
+    return Fraction(lexical)
+
+
+def _exact(value: Number | Fraction) -> int | Fraction | float:
+    """A number's exact value: an int when integral (the common case, and fast), else a Fraction;
+    a NaN or an infinity as it is."""
+    if isinstance(value, int):
         return value
-    return value if isinstance(value, Fraction) else Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return value
+        return int(value) if value.is_integer() else Fraction(value)
+    if isinstance(value, Fraction):
+        return value.numerator if value.denominator == 1 else value
+    return int(value) if value == value.to_integral_value() else Fraction(value)
 
 
 def nearest_double(exact: Fraction) -> float:

@@ -10,7 +10,6 @@ value once (a set in the group's state).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from quanta.client.ops.expr import ClientExpr
@@ -32,6 +31,7 @@ from quanta.sparql.expr_values import (
     integer,
     make_literal,
     numeric,
+    read_exact,
     read_sum,
     too_long,
 )
@@ -129,7 +129,7 @@ class State:
                 if v.kind in NUMBERS:
                     number_kind, number = v.kind, v.val  # a numeric literal's value
                 elif agg.summed and v.dt in EXACT_SUMS:  # a worker's partial sum, exact
-                    number_kind, number = EXACT_SUMS[v.dt], Fraction(v.lex)
+                    number_kind, number = EXACT_SUMS[v.dt], read_exact(v.lex)
                 else:
                     raise ExprError("not a number")
                 weighed = times != 1 and not agg.summed
