@@ -164,11 +164,22 @@ def test_other_bounds_read_the_whole_pattern(stores: tuple[TripleStore, ox.Store
     assert not ranged_scans(store, P + f"SELECT * WHERE {{ ?r :date ?d FILTER({condition}) }}")
 
 
-def test_a_range_wider_than_the_pattern_is_not_read(stores: tuple[TripleStore, ox.Store]) -> None:
-    """:noted has fewer triples than the range has entries (of :date and :noted): the scan reads :noted."""
-    store, _ = stores
-    query = P + 'SELECT * WHERE { ?r :noted ?d FILTER(?d >= "2007-10-01"^^xsd:date && ?d < "2007-12-01"^^xsd:date) }'
-    assert not ranged_scans(store, query)
+def test_a_range_is_read_only_when_it_holds_fewer_of_the_patterns_triples(tmp_path: Path) -> None:
+    """The range's triples are counted for the pattern's predicate alone (other predicates' dates
+    in the range do not count): a range holding every :day is not read as one; a narrower one is,
+    though the range holds many more :other triples than :day has."""
+    days = [date(f"2007-10-{day:02d}") for day in range(1, 29)]
+    lines = [f"<{EX}d{i}> <{EX}day> {value} ." for i, value in enumerate(days)]
+    lines += [f"<{EX}o{i}-{k}> <{EX}other> {value} ." for i, value in enumerate(days) for k in range(5)]
+    store = open_store(str(write_hdt("\n".join(lines) + "\n", tmp_path)), name="days")
+    every = f"SELECT * WHERE {{ ?r :day ?d FILTER({dates(('>=', '2007-10-01'), ('<', '2007-11-01'))}) }}"
+    some = f"SELECT * WHERE {{ ?r :day ?d FILTER({dates(('>=', '2007-10-05'), ('<', '2007-10-09'))}) }}"
+    assert not ranged_scans(store, P + every)
+    assert ranged_scans(store, P + some)
+    rows, steps = steps_of(store, P + some)
+    assert len(rows) == 4
+    for n in range(steps + 1):
+        assert run_suspended_at(store, P + some, n) == rows, f"suspended after {n} of {steps} steps"
 
 
 def test_a_plan_that_reads_a_range_is_saved_in_format_5(stores: tuple[TripleStore, ox.Store]) -> None:

@@ -141,15 +141,13 @@ struct ScanRt {
     pattern: Pattern,
     /// the global ids `[start, end)` the object may take, when the planner
     /// knows them (a FILTER's range over the dictionary's order): with subject
-    /// and object free, the scan reads only those objects' entries of the
-    /// object index, the offset counting entries of any predicate
+    /// and object free, the scan reads only those objects' triples, object
+    /// after object (`Store::search_objects`)
     objects: Option<(i64, i64)>,
     offset: u64,
     opened: bool,
     cursor: Cursor,
     free: Vec<(usize, usize)>,
-    /// the predicate an entry of a range must have (0: any)
-    predicate: i64,
 }
 
 impl ScanRt {
@@ -161,7 +159,6 @@ impl ScanRt {
             opened: false,
             cursor: Cursor::Empty,
             free: Vec::new(),
-            predicate: 0,
         }
     }
 
@@ -175,7 +172,10 @@ impl ScanRt {
     /// How many entries the scan reads under `mu`.
     fn count(&self, store: &Store, mu: &[i64]) -> u64 {
         match self.range(mu) {
-            Some((start, end)) => store.object_range_entries(start, end),
+            Some((start, end)) => {
+                let [_, p, _] = self.pattern.resolve(mu, &mut Vec::new());
+                store.object_range_count(start, end, p).unwrap_or(u64::MAX)
+            }
             None => self.pattern.count(store, mu),
         }
     }
@@ -191,10 +191,9 @@ impl ScanRt {
             budget.step()?; // opening a scan is a step too
             let [s, p, o] = self.pattern.resolve(mu, &mut self.free);
             self.cursor = match self.range(mu) {
-                Some((start, end)) => store.search_objects(start, end, self.offset),
+                Some((start, end)) => store.search_objects(start, end, p, self.offset),
                 None => store.search(s, p, o, self.offset),
             };
-            self.predicate = if self.range(mu).is_some() { p } else { 0 };
             self.opened = true;
         }
         loop {
@@ -206,9 +205,7 @@ impl ScanRt {
                 return Err(Expired);
             }
             self.offset += 1;
-            if (self.predicate == 0 || t[1] as i64 == self.predicate)
-                && bind(mu, &t, &self.free, out)
-            {
+            if bind(mu, &t, &self.free, out) {
                 return Ok(true);
             }
         }

@@ -123,12 +123,17 @@ impl NativeHdt {
     }
 
     /// The object-only terms whose strings lie in `[low, high)` in the
-    /// dictionary's byte order: their global ids `[start, end)`, and how many
-    /// entries of the object index they have.
-    fn object_string_range(&self, low: &[u8], high: &[u8]) -> PyResult<(i64, i64, u64)> {
+    /// dictionary's byte order: their global ids `[start, end)`.
+    fn object_string_range(&self, low: &[u8], high: &[u8]) -> PyResult<(i64, i64)> {
         self.store
             .object_string_range(low, high)
             .map_err(PyValueError::new_err)
+    }
+
+    /// How many triples of predicate `p` (0: any) have an object in the global
+    /// ids `[start, end)`; None when the range spans too many objects to plan.
+    fn object_range_count(&self, start: i64, end: i64, p: i64) -> Option<u64> {
+        self.store.object_range_count(start, end, p)
     }
 
     /// Global id of a term spelled exactly so, 0 if absent.

@@ -18,6 +18,10 @@ use std::path::Path;
 
 pub type Triple = [u64; 3];
 
+/// The most objects a range scan spans (`object_range_count`): planning it costs a binary
+/// search each, and so does resuming it.
+pub const RANGE_OBJECTS: u64 = 1 << 16;
+
 pub struct Store {
     pub hdt: Hdt,
     pub index: Index,
@@ -414,13 +418,19 @@ impl Store {
                 let p = self.hdt.seq_y.get(y as usize);
                 Some([self.subject_of_pair(y), self.predicate_gid(p), *o_gid])
             }
-            Cursor::Objects { i, end, o, o_end } => {
-                if *i >= *end {
-                    return None;
-                }
-                while *i >= *o_end {
+            Cursor::Objects {
+                i,
+                run_end,
+                o,
+                o_end,
+                p,
+            } => {
+                while *i >= *run_end {
                     *o += 1;
-                    *o_end = self.index.obj_start.get(*o as usize);
+                    if *o >= *o_end {
+                        return None;
+                    }
+                    (*i, *run_end) = self.object_entries(*o, *p);
                 }
                 let y = self.index.obj_pairs.get(*i as usize);
                 *i += 1;
@@ -446,58 +456,74 @@ impl Store {
     }
 
     /// The object-only terms whose strings lie in `[low, high)` in the
-    /// dictionary's byte order, as global ids `[start, end)`, and how many
-    /// entries of the object index they have (every predicate's).
-    pub fn object_string_range(&self, low: &[u8], high: &[u8]) -> Result<(i64, i64, u64), String> {
+    /// dictionary's byte order, as global ids `[start, end)`.
+    pub fn object_string_range(&self, low: &[u8], high: &[u8]) -> Result<(i64, i64), String> {
         let objects = &self.hdt.objects;
         let a = objects.lower_bound(low)?;
         let b = objects.lower_bound(high)?.max(a);
         let gid = |o: u64| (self.nb_shared + o + self.object_shift) as i64;
-        Ok((gid(a), gid(b), self.object_range_entries(gid(a), gid(b))))
+        Ok((gid(a), gid(b)))
     }
 
-    /// Objects `[oa, ob)` (object positions) of the global ids `[start,
-    /// end)` of object-only terms, and their entries `[a, b)` of the object index.
-    fn object_range(&self, start: i64, end: i64) -> (u64, u64, u64, u64) {
+    /// Objects `[oa, ob)` (object positions) of the global ids `[start, end)`
+    /// of object-only terms, and predicate `p`'s local id (0: any; None: not a
+    /// predicate of the file).
+    fn object_range(&self, start: i64, end: i64, p: i64) -> Option<(u64, u64, u64)> {
         let local = |gid: i64| {
             (gid.max(0) as u64)
                 .saturating_sub(self.object_shift)
                 .clamp(self.nb_shared + 1, self.nb_objects + 1)
         };
-        let (oa, ob) = (local(start), local(end).max(local(start)));
-        let starts = &self.index.obj_start;
-        (
-            oa,
-            ob,
-            starts.get(oa as usize - 1),
-            starts.get(ob as usize - 1),
+        let p = if p == 0 {
+            0
+        } else {
+            *self.gid_predicate.get(&u64::try_from(p).ok()?)?
+        };
+        Some((local(start), local(end).max(local(start)), p))
+    }
+
+    /// How many triples of predicate `p` (0: any) have an object in the global
+    /// ids `[start, end)`: a binary search per object, so None past
+    /// `RANGE_OBJECTS` objects.
+    pub fn object_range_count(&self, start: i64, end: i64, p: i64) -> Option<u64> {
+        let Some((oa, ob, p)) = self.object_range(start, end, p) else {
+            return Some(0);
+        };
+        if ob - oa > RANGE_OBJECTS {
+            return None;
+        }
+        Some(
+            (oa..ob)
+                .map(|o| self.object_entries(o, p))
+                .map(|(a, b)| b - a)
+                .sum(),
         )
     }
 
-    /// How many entries of the object index the global ids `[start, end)` have.
-    pub fn object_range_entries(&self, start: i64, end: i64) -> u64 {
-        let (_, _, a, b) = self.object_range(start, end);
-        b - a
-    }
-
-    /// The triples whose object's global id is in `[start, end)` (object-only
-    /// terms), in the object index's order (object, predicate, subject), after
-    /// skipping `offset` entries.
-    pub fn search_objects(&self, start: i64, end: i64, offset: u64) -> Cursor {
-        let (oa, ob, a, b) = self.object_range(start, end);
-        let starts = &self.index.obj_start;
-        let i = a.saturating_add(offset);
-        if i >= b {
+    /// The triples of predicate `p` (0: any) whose object's global id is in
+    /// `[start, end)` (object-only terms), object after object, each object's
+    /// in the object index's order, after skipping `offset` of them (a walk
+    /// over the objects before, a binary search each).
+    pub fn search_objects(&self, start: i64, end: i64, p: i64, offset: u64) -> Cursor {
+        let Some((mut o, o_end, p)) = self.object_range(start, end, p) else {
             return Cursor::Empty;
+        };
+        let mut left = offset;
+        while o < o_end {
+            let (a, b) = self.object_entries(o, p);
+            if left < b - a {
+                return Cursor::Objects {
+                    i: a + left,
+                    run_end: b,
+                    o,
+                    o_end,
+                    p,
+                };
+            }
+            left -= b - a;
+            o += 1;
         }
-        // the object whose entries hold entry i
-        let o = starts.upper_bound(oa as usize - 1, ob as usize, i) as u64;
-        Cursor::Objects {
-            i,
-            end: b,
-            o,
-            o_end: starts.get(o as usize),
-        }
+        Cursor::Empty
     }
 
     /// The subject of predicate `p`'s triple number `offset` (in the order a
@@ -608,13 +634,14 @@ pub enum Cursor {
         end: u64,
         o_gid: u64,
     },
-    /// entries `i..end` of the object index over a range of objects, inside
-    /// object `o`'s (which end at `o_end`)
+    /// objects `o..o_end`, inside object `o`'s entries `i..run_end` of
+    /// predicate `p` (0: any) in the object index
     Objects {
         i: u64,
-        end: u64,
+        run_end: u64,
         o: u64,
         o_end: u64,
+        p: u64,
     },
     /// the subject's pairs `y..end`, each checked for the object
     SubjectObject {

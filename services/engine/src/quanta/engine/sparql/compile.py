@@ -392,7 +392,8 @@ class Compiler:
     def triple(self, triple: Triple, ranges: Mapping[Var, ObjectRange]) -> Component | None:
         """A scan, or None when a constant is not in the data (no match). Its object's values
         are read as a range of the object index when a FILTER bounds them (`ranges`) and the
-        range holds fewer entries than the pattern has triples."""
+        range holds fewer of its triples than the whole pattern (and spans at most RANGE_OBJECTS
+        objects, services/native/src/store.rs)."""
         codes = []
         constants = []
         for term in triple:
@@ -410,9 +411,10 @@ class Compiler:
         estimate, objects = self.store.estimate(s, p, o), None
         subject, _, object_ = triple
         if object_ in ranges and isinstance(subject, Var | BlankTerm) and subject != object_:
-            start, end, entries = self.store.object_string_range(*ranges[object_])  # type: ignore[index]
-            if entries < estimate:
-                estimate, objects = entries, (start, end)
+            start, end = self.store.object_string_range(*ranges[object_])  # type: ignore[index]
+            count = self.store.object_range_count(start, end, p)
+            if count is not None and count < estimate:
+                estimate, objects = count, (start, end)
         scan = Scan(self.ctx, (codes[0], codes[1], codes[2]), objects)
         variables = frozenset(scan.variables())
         return Component(scan, estimate, variables, variables)

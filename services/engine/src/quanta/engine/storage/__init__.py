@@ -56,9 +56,14 @@ class TripleStore(Protocol):
         """Global id of a term (dictionary syntax), 0 if the dataset lacks it."""
         ...
 
-    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int, int]:
+    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int]:
         """The object-only terms whose dictionary strings lie in [low, high) (byte order):
-        their global ids [start, end), and how many triples have one as object."""
+        their global ids [start, end)."""
+        ...
+
+    def object_range_count(self, start: int, end: int, p: int) -> int | None:
+        """How many triples of predicate `p` (0: any) have an object in the global ids
+        [start, end); None when the range spans too many objects to be read as one."""
         ...
 
     def extract(self, gid: int) -> str:

@@ -54,6 +54,7 @@ class NativeStore:
         self.estimate = hdt.estimate  # type: ignore[method-assign]
         self.distinct_subjects = hdt.distinct_subjects  # type: ignore[method-assign]
         self.object_string_range = hdt.object_string_range  # type: ignore[method-assign]
+        self.object_range_count = hdt.object_range_count  # type: ignore[method-assign]
         self.extract = hdt.extract  # type: ignore[method-assign]
         self.extract_many = hdt.extract_many
         self.pipeline = hdt.pipeline
@@ -70,8 +71,11 @@ class NativeStore:
     def distinct_subjects(self, p: int) -> int:
         return self.hdt.distinct_subjects(p)
 
-    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int, int]:
+    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int]:
         return self.hdt.object_string_range(low, high)
+
+    def object_range_count(self, start: int, end: int, p: int) -> int | None:
+        return self.hdt.object_range_count(start, end, p)
 
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # as pyHDT: ??O is ordered by predicate first; every other shape by subject
