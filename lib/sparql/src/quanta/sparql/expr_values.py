@@ -484,7 +484,7 @@ def compute(op: str, ka: int, x: Number, kb: int, y: Number) -> tuple[int, Numbe
 # aggregate is read: the result does not depend on the order or grouping of its addends, so a
 # sum merged from partial sums (a quantum's each) is the sum of the rows. A worker writes a
 # partial sum of floats or doubles with its exact value in decimal notation and one of these
-# datatypes (services/native/src/exec.rs, `Exact`).
+# datatypes (lib/native/src/exec.rs, `Exact`).
 EXACT_SUMS = {"urn:quanta:sum:float": FLOAT, "urn:quanta:sum:double": DOUBLE}
 
 Sum = tuple[int, "Number | Fraction"]  # kind, and value: a Fraction while a float or double sum is finite

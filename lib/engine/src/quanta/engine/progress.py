@@ -42,5 +42,5 @@ from quanta.engine.plan import Plan
 
 def estimate(plan: Plan) -> float:
     """The estimated fraction of `plan` done, 0..1, from its current (suspended) state:
-    computed natively from the native state (`Node::fraction` in services/native/src/exec.rs)."""
+    computed natively from the native state (`Node::fraction` in lib/native/src/exec.rs)."""
     return plan.root.progress()

@@ -1,6 +1,6 @@
 """Running a plan natively: `NativeTree` hands the operator tree (`Operator.spec`)
 to the native core once (`quanta.native._core.Pipeline`, over the store:
-services/native/src/exec.rs), then drives it quantum after quantum. The
+lib/native/src/exec.rs), then drives it quantum after quantum. The
 native core iterates the operators as preemptable iterators: a step counted
 for every index entry or VALUES row read and every scan opened, the clock read
 every `CHECK_EVERY` steps, a suspension possible between any two steps, and the

@@ -125,7 +125,7 @@ def _from_node(node: RdfTerm, gid: int = 0) -> Value:
 
 def _to_node(v: Value) -> RdfTerm:
     """A computed value as a term; the native core writes BIND values the same way
-    (`Val::term_text`, services/native/src/expr.rs), so a term has one id whichever computed it."""
+    (`Val::term_text`, lib/native/src/expr.rs), so a term has one id whichever computed it."""
     if type(v) is Lit:
         if v.lang:
             return LiteralTerm(v.lex, language=v.lang)
@@ -419,7 +419,7 @@ def _bnode(compiler: Compiler, call: plan_pb2.Call, args: list[_Node]) -> _Node:
     quantum of a query agrees. Nodes BNODE made are left out of the digest:
     in SELECT (BNODE(?s) AS ?b1) (BNODE(?s) AS ?b2), ?b1 is bound when ?b2
     is computed, yet both belong to one solution. The native core makes the
-    same labels (`Eval::bnode`, services/native/src/expr.rs): a saved plan
+    same labels (`Eval::bnode`, lib/native/src/expr.rs): a saved plan
     resumes across the two."""
     _arity(call, 1)
     arg, text = args[0].value, compiler.terms.string

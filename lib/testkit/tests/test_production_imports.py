@@ -11,8 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 # Every production source tree: each member's src/ (and the native core's Python package).
-SOURCES = sorted(p for p in ROOT.glob("services/*/src") if p.parent.name != "testkit")
-SOURCES.append(ROOT / "services" / "native" / "python")
+SOURCES = sorted(p for p in [*ROOT.glob("lib/*/src"), *ROOT.glob("services/*/src")] if p.parent.name != "testkit")
+SOURCES.append(ROOT / "lib" / "native" / "python")
 
 
 def production_modules() -> list[str]:

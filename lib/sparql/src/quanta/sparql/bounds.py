@@ -114,7 +114,7 @@ def check(text: str, bounds: ParseLimits | None = None) -> int:
         shown = found[found.rfind("\\") :] if len(found) > 1 else f"U+{ord(found):04X}"
         raise QuerySyntaxError(f"{shown} is not a character (a lone surrogate, or past U+10FFFF)", line, column)
     # one pass of the native core over the tokens: what is skipped whole (comments, strings,
-    # IRIs), brackets, words, operators (`scan_text` in services/native/src/query.rs)
+    # IRIs), brackets, words, operators (`scan_text` in lib/native/src/query.rs)
     deepest, operators, past = _core.scan_query(text, bounds.max_depth, MAX_INTEGER)
     if past is not None and past[0] == "depth":
         raise QueryTooComplex(

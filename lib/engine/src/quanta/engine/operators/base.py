@@ -3,7 +3,7 @@ describes them (`describe`, and `build` in `quanta.engine.operators` for the way
 back). They run natively: `spec` describes each to the native core
 (`quanta.engine.operators.native`), which iterates them as preemptable
 iterators (Definition 3.1 of the SaGe paper), suspends them between any two
-steps and saves their state (`services/native/src/exec.rs`).
+steps and saves their state (`lib/native/src/exec.rs`).
 """
 
 from __future__ import annotations

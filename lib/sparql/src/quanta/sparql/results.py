@@ -71,7 +71,7 @@ def write(fmt: str, head: Sequence[str], rows: Iterable[Row], boolean: bool | No
 def rows_text(fmt: str, head: Sequence[str], rows: Iterable[Row]) -> str:
     """Rows as `fmt`'s writer writes them after its head (JSON: the whole
     "bindings" array, brackets included): what a worker renders from ids
-    (services/native/src/render.rs writes the same bytes)."""
+    (lib/native/src/render.rs writes the same bytes)."""
     if fmt == "json":
         return json_bindings_text(head, rows)
     out = writer(fmt)
@@ -178,7 +178,7 @@ class Unrepresentable(QuantaError):
     """A result holds a character the response's format cannot carry (XML 1.0: the
     control characters but tab, line feed and carriage return; U+FFFE, U+FFFF; lone
     surrogates). Refused rather than written raw (no XML parser would read the
-    document) or replaced (a silently wrong answer). services/native/src/render.rs
+    document) or replaced (a silently wrong answer). lib/native/src/render.rs
     refuses the same characters with the same message."""
 
     kind = ErrorKind.NOT_ACCEPTABLE

@@ -1,7 +1,7 @@
 """Partial answers, which the client merges: a quantum's DISTINCT or GROUP BY with COUNT(*)
 and MIN, MAX, SAMPLE or SUM of variables (`Tally`), and a quantum's ORDER BY ... LIMIT k (`TopK`).
 
-Each quantum hands on what it found (services/native/src/exec.rs): the distinct rows,
+Each quantum hands on what it found (lib/native/src/exec.rs): the distinct rows,
 each once with how many times it came, or the first k rows in the query's order. A row
 may come again in a later quantum (the client adds its counts), and a later quantum's
 rows may come before an earlier one's (the client keeps the first k of all). Only at the

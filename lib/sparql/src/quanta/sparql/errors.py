@@ -185,7 +185,7 @@ class UnknownGraph(QuantaError):
 
 class StateTooLarge(QuantaError):
     """An operator's state on a worker passed its bound (a property path's closure reached more
-    nodes from one start than `CLOSURE_NODES`, services/native/src/exec.rs)."""
+    nodes from one start than `CLOSURE_NODES`, lib/native/src/exec.rs)."""
 
     kind = ErrorKind.BUDGET_EXCEEDED
 
