@@ -10,7 +10,7 @@
 # BASE_IMAGE is the run-time base (its python3 is the interpreter of the venv); RUST_IMAGE provides
 # a Rust toolchain (>= 1.85) at RUST_TOOLCHAIN_DIR; UV_IMAGE provides /uv; NODE_IMAGE (Node.js and
 # npm) builds the query page's assets. Only the venv (and the role's data) reach an image; the test
-# kit (quanta-testkit) and the `dev` group never do (services/testkit/tests/test_production_imports.py).
+# kit (quanta-testkit) and the `dev` group never do (lib/testkit/tests/test_production_imports.py).
 # Docker's classic builder (DOCKER_BUILDKIT=0) builds every stage above the target, BuildKit only
 # those it needs: so the shared stages come first, and the gateway's and the load test's last.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
@@ -52,8 +52,8 @@ ENV PATH=/usr/local/rust/bin:$PATH CARGO_HOME=/tmp/cargo
 # The native core's wheel, in a stage of its own: compiled once for all the images, and again
 # only when its sources change (not the layers below).
 FROM toolchain AS native
-COPY services/native services/native
-RUN uv build --quiet --wheel --out-dir /wheels services/native
+COPY lib/native lib/native
+RUN uv build --quiet --wheel --out-dir /wheels lib/native
 
 # Each role's build: 1. its third-party dependencies from the lock, in a layer of their own;
 # 2. the project's own packages, not editable (the sources stay in the build stage), and the
