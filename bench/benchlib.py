@@ -79,8 +79,8 @@ def run_whole(store: Any, query: str, runs: int) -> tuple[int, list[float], list
     """`query` compiled and run to its end in this process at an infinite quantum, `runs`
     times, the garbage collector paused while it runs: (rows, wall seconds, CPU seconds)."""
     from quanta.engine.execute import run
+    from quanta.engine.planning.compile import compile_query
     from quanta.engine.quantum import Quantum
-    from quanta.engine.sparql.compile import compile_query
 
     walls, cpus, rows = [], [], 0
     for _ in range(runs):

@@ -692,7 +692,7 @@ def bench_parse(store: Any, queries: list[Query]) -> dict[str, Any]:
     def algebra(text: str) -> Any:
         return translateQuery(parseQuery(text))
 
-    from quanta.engine.sparql.compile import compile_query
+    from quanta.engine.planning.compile import compile_query
     from quanta.sparql import parse as parse_module
 
     by_template: dict[str, list[Query]] = defaultdict(list)

@@ -298,8 +298,8 @@ def suspend_resume(path: Path, queries: list[Path], max_quanta: int) -> dict[str
 def page_profile(path: Path, query: str, repeats: int) -> dict[str, Any]:
     from quanta.engine.execute import edge, run
     from quanta.engine.plan import Plan
+    from quanta.engine.planning.compile import compile_query
     from quanta.engine.quantum import Quantum
-    from quanta.engine.sparql.compile import compile_query
     from quanta.engine.storage import open_store
     from quanta.sparql.results import rows_text
 

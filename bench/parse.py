@@ -27,7 +27,7 @@ from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery
 
 from quanta.engine import plan as plan_module
-from quanta.engine.sparql.compile import compile_query
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import open_store
 from quanta.native import _core
 from quanta.sparql.parse import read

@@ -20,8 +20,8 @@ import pytest
 from quanta.engine.execute import decode, run
 from quanta.engine.operators import expression as expression_ops
 from quanta.engine.operators.native import NativeTree
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.sparql.expr_compile import BNODE_PREFIX
 from quanta.sparql.expr_values import make_literal
@@ -475,7 +475,7 @@ def test_a_literal_limit_below_the_native_strings_leaves_them_to_python(tmp_path
     script = f"""
 from quanta.engine.execute import run
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import open_store
 from quanta.sparql.expr_values import ExpressionLimit
 plan = compile_query('SELECT ?c WHERE {{ ?s {V} ?a BIND(CONCAT(?a, ?a) AS ?c) }}', open_store({str(path)!r}))

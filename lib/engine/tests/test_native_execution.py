@@ -14,8 +14,8 @@ import pytest
 from quanta.engine.execute import decode, edge, run
 from quanta.engine.operators.native import NativeTree
 from quanta.engine.plan import Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.testkit.data import write_hdt
 from quanta.testkit.engine import CountingQuantum, StepQuantum

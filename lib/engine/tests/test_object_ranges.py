@@ -1,5 +1,5 @@
 """A variable a FILTER holds between two dates is read as a range of the dictionary
-(`quanta.engine.sparql.ranges`): the scan reads that range of the object index, and the
+(`quanta.engine.planning.ranges`): the scan reads that range of the object index, and the
 answers are those of the same FILTER over every triple, row for row and suspended at
 every step, over dates written every way XSD allows (timezones from -14:00 to +14:00,
 years of five digits and negative ones), dates that are not xsd:date, and ill-formed ones."""
@@ -14,7 +14,7 @@ import pytest
 
 from quanta.engine.execute import execute
 from quanta.engine.plan import OBJECT_RANGE_FORMAT
-from quanta.engine.sparql.compile import compile_query
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.testkit.data import write_hdt

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from quanta.engine.execute import execute, run
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
 
 

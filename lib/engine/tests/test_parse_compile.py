@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quanta.engine.sparql.compile import compile_query
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import TripleStore
 from quanta.sparql.errors import UnsupportedQuery
 from quanta.testkit.engine import run_paged

@@ -10,8 +10,8 @@ import pytest
 from quanta.engine import progress
 from quanta.engine.execute import execute, run
 from quanta.engine.plan import Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
 from quanta.testkit.engine import StepQuantum
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.operators import BUILDERS
 from quanta.engine.plan import FORMAT, READABLE_FORMATS, Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.sparql.errors import DatasetMismatch, InvalidPlan, PlanVersion, QuantaError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 import pytest
 
-from quanta.engine.sparql.compile import compile_query
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import TripleStore
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.testkit.engine import run_suspended_at, steps_of

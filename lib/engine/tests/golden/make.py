@@ -19,8 +19,8 @@ from pathlib import Path
 
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.testkit.engine import StepQuantum, steps_of

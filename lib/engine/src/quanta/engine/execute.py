@@ -19,8 +19,8 @@ from typing import ParamSpec, TypeVar
 from quanta.engine import progress
 from quanta.engine.context import _unbounded
 from quanta.engine.plan import ASK, Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum, QuantumExpired
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
 from quanta.native._core import PageTooLarge
 from quanta.sparql.collector import collection_paused

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum, QuantumExpired
-from quanta.engine.sparql.compile import compile_query
 from quanta.engine.storage import TripleStore
 from quanta.sparql.term_rows import Row
 

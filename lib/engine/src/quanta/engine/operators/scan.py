@@ -11,7 +11,7 @@ from quanta.engine.operators.base import Operator, Spec
 class Scan(Operator):
     """Each position of `pattern` is `id << 1` (constant) or `slot << 1 | 1` (variable).
     `objects`: the global ids [start, end) the object may take, when a FILTER bounds it
-    (`quanta.engine.sparql.ranges`); the scan then reads those objects' entries of the
+    (`quanta.engine.planning.ranges`); the scan then reads those objects' entries of the
     object index when its subject and object are free, and the pattern's otherwise."""
 
     __slots__ = ("objects", "pattern")

@@ -21,9 +21,9 @@ from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators import Closure, LeftJoin, Operator, Scan, SemiJoin, Slice, Tally, TopK, Union, Values
 from quanta.engine.plan import ASK, SELECT, Plan
+from quanta.engine.planning.planner import Component, plan_join
+from quanta.engine.planning.ranges import ObjectRange, date_ranges
 from quanta.engine.quantum import Quantum
-from quanta.engine.sparql.planner import Component, plan_join
-from quanta.engine.sparql.ranges import ObjectRange, date_ranges
 from quanta.engine.storage import TripleStore
 from quanta.sparql import fragment
 from quanta.sparql.errors import UnsupportedQuery
