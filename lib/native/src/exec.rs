@@ -121,6 +121,12 @@ impl Pattern {
     }
 }
 
+/// Whether a pattern position's code is a variable `mu` leaves unbound.
+#[inline]
+fn free(code: i64, mu: &[i64]) -> bool {
+    code & 1 == 1 && mu[(code >> 1) as usize] == 0
+}
+
 /// `mu` extended with the free variables' values from `t`; false when a
 /// variable repeated in the pattern gets two values.
 #[inline]
@@ -165,8 +171,7 @@ impl ScanRt {
     /// The object range the scan reads under `mu`, if it reads one.
     fn range(&self, mu: &[i64]) -> Option<(i64, i64)> {
         let [s, _, o] = self.pattern.0;
-        let free = |code: i64| code & 1 == 1 && mu[(code >> 1) as usize] == 0;
-        self.objects.filter(|_| free(s) && free(o))
+        self.objects.filter(|_| free(s, mu) && free(o, mu))
     }
 
     /// How many entries the scan reads under `mu`.
@@ -1114,9 +1119,8 @@ impl Tally {
             return None;
         }
         let [s, p, o] = scan.pattern.0;
-        let free = |code: i64| code & 1 == 1 && mu[(code >> 1) as usize] == 0;
         let keyed = self.slots.len() == 1 && self.slots[0] == (s >> 1) as usize;
-        (keyed && self.reduced.is_empty() && free(s) && free(o) && s != o && p & 1 == 0)
+        (keyed && self.reduced.is_empty() && free(s, mu) && free(o, mu) && s != o && p & 1 == 0)
             .then_some(p >> 1)
     }
 

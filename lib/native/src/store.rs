@@ -474,11 +474,7 @@ impl Store {
                 .saturating_sub(self.object_shift)
                 .clamp(self.nb_shared + 1, self.nb_objects + 1)
         };
-        let p = if p == 0 {
-            0
-        } else {
-            *self.gid_predicate.get(&u64::try_from(p).ok()?)?
-        };
+        let p = self.ids(0, p, 0)?.p;
         Some((local(start), local(end).max(local(start)), p))
     }
 

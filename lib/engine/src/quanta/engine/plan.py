@@ -10,10 +10,10 @@ the same query left in this process's pool, and loads the state into it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -213,29 +213,30 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
 
 def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
-    if _has_object_range(tree.spec):
+    if _has(tree.spec, _reads_object_range):
         return OBJECT_RANGE_FORMAT
-    if _has(tree.spec, FORMAT_4_OPERATORS) or (isinstance(tree.operator, Tally) and tree.operator.reduced):
+    if _has(tree.spec, _tagged(FORMAT_4_OPERATORS)) or (isinstance(tree.operator, Tally) and tree.operator.reduced):
         return SEMI_JOIN_FORMAT
-    if _has(tree.spec, {"optional"}):
+    if _has(tree.spec, _tagged({"optional"})):
         return OPTIONAL_FORMAT
     return PARTIAL_FORMAT if isinstance(tree.operator, Tally | TopK) else FORMAT
 
 
-def _has(spec: object, tags: Set[str]) -> bool:
-    """Whether an operator of `tags` is in a native spec (nested tuples and lists, each tuple's tag first)."""
+def _has(spec: object, found: Callable[[tuple[Any, ...]], bool]) -> bool:
+    """Whether an operator `found` holds for is in a native spec (nested tuples and lists, each
+    tuple's tag first)."""
     if isinstance(spec, tuple):
-        return (bool(spec) and spec[0] in tags) or any(_has(part, tags) for part in spec[1:])
-    return isinstance(spec, list) and any(_has(part, tags) for part in spec)
+        return (bool(spec) and found(spec)) or any(_has(part, found) for part in spec[1:])
+    return isinstance(spec, list) and any(_has(part, found) for part in spec)
 
 
-def _has_object_range(spec: object) -> bool:
-    """Whether a scan of a native spec reads a range of objects (`("scan", pattern, objects)`)."""
-    if isinstance(spec, tuple):
-        if spec and spec[0] == "scan":
-            return len(spec) > 2 and spec[2] is not None
-        return any(_has_object_range(part) for part in spec[1:])
-    return isinstance(spec, list) and any(_has_object_range(part) for part in spec)
+def _tagged(tags: Set[str]) -> Callable[[tuple[Any, ...]], bool]:
+    return lambda operator: operator[0] in tags
+
+
+def _reads_object_range(operator: tuple[Any, ...]) -> bool:
+    """A scan of a range of objects (`("scan", pattern, objects)`)."""
+    return operator[0] == "scan" and len(operator) > 2 and operator[2] is not None
 
 
 FORMAT_4_OPERATORS = frozenset({*SemiJoin.KINDS, "closure"})  # the operators format 4 brought

@@ -271,7 +271,7 @@ class Compiler:
                 stack.append(n.p)
             else:
                 parts.append(n)
-        component = self.join_group(triples, filters, parts, bound, ranges=date_ranges(conditions))
+        component = self.join_group(triples, filters, parts, bound, date_ranges(conditions))
         for condition, pattern in exists:
             component = self.exists(component, condition, pattern)
         return component
@@ -282,17 +282,17 @@ class Compiler:
         filters: list[tuple[pb.Expr, frozenset[int]]],
         parts: list[Any],
         bound: frozenset[int],
+        ranges: Mapping[Var, ObjectRange],
         start: int = 0,
-        ranges: Mapping[Var, ObjectRange] | None = None,
     ) -> Component:
         """The group's join; an equality of two of its variables (from `filters[start]` on) is
         a join on one of them (`equated`). `ranges`: the strings its FILTERs hold variables
         between (`ranges.date_ranges`)."""
         equality = self.equality(triples, filters, parts, bound, start)
         if equality is not None:
-            return self.equated(triples, filters, parts, bound, *equality, ranges or {})
+            return self.equated(triples, filters, parts, bound, *equality, ranges)
         # every part is compiled (its variables get their slots) even when a constant the data lacks empties the group
-        components = [self.triple(t, ranges or {}) for t in triples]
+        components = [self.triple(t, ranges) for t in triples]
         subpatterns = [self.pattern(p, bound) for p in parts]
         if any(c is None for c in components):
             return Component(Values(self.ctx, [], []), 0, frozenset(), frozenset())  # a constant the data lacks
@@ -355,7 +355,7 @@ class Compiler:
         else:
             rest[index] = (_call(pb.FUNCTION_NOT, _call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=a))), frozenset({a}))
         renamed = [_renamed_triple(triple, var_b, var_a) for triple in triples]
-        joined = self.join_group(renamed, rest, parts, bound, index, ranges)  # the equality gone, or its guard there
+        joined = self.join_group(renamed, rest, parts, bound, ranges, index)  # the equality gone, or its guard there
         same = Component(
             Extend(self.ctx, joined.operator, b, pb.Expr(variable=a)),
             joined.estimate,
@@ -365,7 +365,7 @@ class Compiler:
         if same_term:
             return same
         literals = [(_call(pb.FUNCTION_IS_LITERAL, pb.Expr(variable=s)), frozenset({s})) for s in (a, b)]
-        other = self.join_group(triples, filters + literals, parts, bound, index + 1, ranges)
+        other = self.join_group(triples, filters + literals, parts, bound, ranges, index + 1)
         return Component(
             Union(self.ctx, [same.operator, other.operator]),
             same.estimate + other.estimate,
@@ -410,8 +410,13 @@ class Compiler:
         s, p, o = constants
         estimate, objects = self.store.estimate(s, p, o), None
         subject, _, object_ = triple
-        if object_ in ranges and isinstance(subject, Var | BlankTerm) and subject != object_:
-            start, end = self.store.object_string_range(*ranges[object_])  # type: ignore[index]
+        if (
+            isinstance(object_, Var)
+            and object_ in ranges
+            and isinstance(subject, Var | BlankTerm)
+            and subject != object_
+        ):
+            start, end = self.store.object_string_range(*ranges[object_])
             count = self.store.object_range_count(start, end, p)
             if count is not None and count < estimate:
                 estimate, objects = count, (start, end)

@@ -146,12 +146,6 @@ class HdtStore:
         # counted by reading the predicate's triples (a reference, not a fast path)
         return len({t[0] for t in self.search(0, p, 0)}) if p else 0
 
-    def object_string_range(self, low: bytes, high: bytes) -> tuple[int, int]:
-        raise NotImplementedError("the pyHDT reference reads triples; the engine plans on the native store")
-
-    def object_range_count(self, start: int, end: int, p: int) -> int | None:
-        raise NotImplementedError("the pyHDT reference reads triples; the engine plans on the native store")
-
     def sorted_by_subject(self, s: int, p: int, o: int) -> bool:
         # SPO order for ???/S??/SP?/SPO/S?O; the predicate index (?P?) and the
         # object index for ?PO list subjects in ascending order; ??O is
