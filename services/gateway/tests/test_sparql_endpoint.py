@@ -9,8 +9,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -49,6 +51,7 @@ class SparqlService:
     redis_url: str
     catalog: Path
     redis: redis.Redis
+    worker: subprocess.Popen[bytes]
     gateways: list[Served] = field(default_factory=list)
 
     def gateway(self, api_key: str | None = None, **settings: Any) -> httpx.Client:
@@ -95,7 +98,7 @@ def start(folder: Path, quantum_ms: float = 2, max_results: int = 40) -> Iterato
     )
     with redis_server() as server:
         worker = _worker(server, catalog)
-        service = SparqlService(server.url, catalog, redis.Redis.from_url(server.url))
+        service = SparqlService(server.url, catalog, redis.Redis.from_url(server.url), worker)
         try:
             yield service
         finally:
@@ -329,6 +332,33 @@ def test_a_disconnect_stops_the_query_within_a_quantum(service: SparqlService, e
     after = service.tasks_queued()
     assert after == at_stop, f"{after - at_stop} tasks queued for a client that left"
     assert at_stop - before < 200
+
+
+def test_a_quantum_no_worker_replied_to_is_sent_again(service: SparqlService, store: ox.Store) -> None:
+    """The worker stopped for longer than the reply timeout, before the query's first quantum and
+    again mid-query: the gateway sends the same text, then the same saved plan, once it is back,
+    and the answer has every row once."""
+    gateway = service.gateway(reply_timeout_s=0.3)
+    timeouts = 'quanta_sparql_quanta_total{status="reply-timeout"}'
+    before = _metric(gateway, timeouts)
+    _pause(service.worker)
+    with gateway.stream("GET", "/sparql/watdiv", params={"query": LIKES}, headers={"Accept": JSON}) as response:
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        after_first = _metric(gateway, timeouts)
+        _pause(service.worker).join()
+        body = first + b"".join(chunks)
+    assert response.status_code == 200
+    assert solutions(body, JSON) == oxigraph_rows(store, LIKES)
+    assert before < after_first < _metric(gateway, timeouts)
+
+
+def _pause(worker: subprocess.Popen[bytes], seconds: float = 0.8) -> threading.Thread:
+    """Stops `worker` now and lets it go on after `seconds`."""
+    worker.send_signal(signal.SIGSTOP)
+    resume = threading.Timer(seconds, worker.send_signal, (signal.SIGCONT,))
+    resume.start()
+    return resume
 
 
 def _metric(client: httpx.Client, series: str) -> float:

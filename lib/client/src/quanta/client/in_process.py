@@ -2,8 +2,9 @@
 
 For tests, benchmarks of the client's decompositions, and embedding: each
 request runs one quantum of `quanta.engine.execute` exactly as a worker
-does, and `next` is the saved plan itself (base64, unsigned: there is no
-untrusted party in between). Needs quanta-engine (not a dependency of the
+does, and `next` is the saved plan itself (`plan_token`: base64, unsigned,
+as the gateway's own transport keeps a plan: the token never leaves the
+process, so there is no untrusted party in between). Needs quanta-engine (not a dependency of the
 client: imported at the first quantum).
 """
 
@@ -65,9 +66,9 @@ class LocalTransport:
         store = graphs.get(request.graph)
         if store is None:
             raise QueryError(ErrorKind.UNKNOWN_GRAPH, f"{request.dataset} has no graph <{request.graph}>")
-        saved = None if request.query is not None else _decode(request.next or "")
+        saved = None if request.query is not None else token_plan(request.next or "")
         page, plan = run_quantum(store, request, saved, quantum_s=self.quantum_s, max_results=self.max_results)
-        return page if plan is None else replace(page, next=base64.urlsafe_b64encode(plan).decode())
+        return page if plan is None else replace(page, next=plan_token(plan))
 
 
 def run_quantum(
@@ -105,7 +106,13 @@ def run_quantum(
     return sub, page.next
 
 
-def _decode(token: str) -> bytes:
+def plan_token(plan: bytes) -> str:
+    """The `next` token of a plan kept in this process (read back by `token_plan`)."""
+    return base64.urlsafe_b64encode(plan).decode()
+
+
+def token_plan(token: str) -> bytes:
+    """The saved plan of a `plan_token`."""
     try:
         return base64.urlsafe_b64decode(token.encode())
     except (binascii.Error, ValueError) as error:

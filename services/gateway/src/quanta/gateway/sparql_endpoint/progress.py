@@ -181,8 +181,7 @@ class Driver:
         if self.text is None or self.done or request is None:
             return
         if self.expected is None:
-            # its first page; the gateway's transport resends a first request that timed out as "q" + text
-            if request.query != self.text and request.next != "q" + self.text:
+            if request.query != self.text:  # its first page (or that request sent again)
                 return
             self.started = time.perf_counter() - event.elapsed_s
         elif request.next != self.expected:

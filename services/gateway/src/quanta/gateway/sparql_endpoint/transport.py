@@ -8,17 +8,17 @@ and every result format start from, or, for a query that is one server piece
 the endpoint splices in without reading a row; and for plans by value: the state then
 stays in this process between quanta (no copy in Redis that could expire
 while a slow reader holds the query back). The `next` tokens never leave the
-gateway, so they are not signed: `v` + the saved plan (base64), or `q` + the
-query text to start again after a reply timeout (`p` for a partial one).
+gateway, so they are not signed: the saved plan as the in-process transport
+keeps it (`plan_token`). A request no worker replied to is sent again as it was.
 """
 
 from __future__ import annotations
 
-import base64
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
+from quanta.client.in_process import plan_token, token_plan
 from quanta.client.transport import Cardinalities, QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
@@ -62,7 +62,7 @@ class DispatcherTransport:
             if tasks is not None:
                 tasks.sent += 1  # the query's later tasks are continuations
             page, plan = ran
-            return page if plan is None else replace(page, next=_token(plan))
+            return page if plan is None else replace(page, next=plan_token(plan))
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
@@ -85,29 +85,18 @@ class DispatcherTransport:
                 line=e.line or None, column=e.column or None, operator=e.operator or None,
             )  # fmt: skip
         if isinstance(outcome, ReplyTimeout):
-            again = request.next or ("p" if request.partial else "q") + (request.query or "")
-            message = f"no worker replied within {outcome.timeout_s:g} s"
-            raise QueryError(outcome.kind, message, retry_after_s=outcome.retry_after_s, next=again)
+            message = f"no worker replied within {outcome.timeout_s:g} s"  # retried as it was: same text or plan
+            raise QueryError(outcome.kind, message, retry_after_s=outcome.retry_after_s)
         if isinstance(outcome, WrongReply):
             raise QueryError(outcome.kind, "a worker answered with another task's reply")
         raise QueryError(outcome.kind, outcome.kind.title, retry_after_s=outcome.retry_after_s)
 
 
-def _token(plan: bytes) -> str:
-    """The `next` token of a plan kept by value (read back by `_input`)."""
-    return "v" + base64.b64encode(plan).decode()
-
-
 def _input(task: queue_pb2.Task, request: SubRequest) -> None:
     if request.query is not None:
         task.query = request.query
-    elif request.next and request.next[0] == "v":
-        task.plan = base64.b64decode(request.next[1:])
-    elif request.next and request.next[0] in "qp":
-        task.query = request.next[1:]
-        task.partial = request.next[0] == "p"
     else:
-        raise QueryError(ErrorKind.INVALID_TOKEN, "not a next token of the gateway's transport")
+        task.plan = token_plan(request.next or "")
 
 
 async def _page(answered: Answered, render: str | None) -> SubPage:
@@ -118,7 +107,7 @@ async def _page(answered: Answered, render: str | None) -> SubPage:
         variables=list(page.head),
         rows=[] if page.ask or render is not None else await pages.rows(page),
         text=text,
-        next=None if done else _token(page.plan),
+        next=None if done else plan_token(page.plan),
         boolean=page.boolean if page.ask and done else None,
         stats=pages.stats(page, "value", answered.round_trip_ms),
         bytes=page.ByteSize(),
