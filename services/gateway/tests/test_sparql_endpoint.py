@@ -207,8 +207,22 @@ def test_a_syntax_error_says_where(endpoint: httpx.Client) -> None:
 
 
 def test_other_methods_are_refused(endpoint: httpx.Client) -> None:
-    response = endpoint.put("/sparql/watdiv", params={"query": "ASK {}"})
-    assert response.status_code == 405 and response.headers["content-type"] == "application/problem+json"
+    for method in ("PUT", "HEAD"):
+        response = endpoint.request(method, "/sparql/watdiv", params={"query": "ASK {}"})
+        assert response.status_code == 405 and response.headers["allow"] == "GET, POST"
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_the_openapi_document_describes_the_endpoint(endpoint: httpx.Client) -> None:
+    paths = endpoint.get("/openapi.json").json()["paths"]
+    for path in ("/sparql", "/sparql/{dataset}"):
+        get, post = paths[path]["get"], paths[path]["post"]
+        assert "query" in {p["name"] for p in get["parameters"]}
+        assert set(post["requestBody"]["content"]) == {"application/x-www-form-urlencoded", "application/sparql-query"}
+        assert get["responses"]["400"]["content"]["application/problem+json"]["schema"]["$ref"].endswith(
+            "/ProblemDetails"
+        )
+    assert paths["/sparql/{dataset}"]["get"]["parameters"][0]["name"] == "dataset"
 
 
 # -- formats --

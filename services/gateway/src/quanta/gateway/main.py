@@ -30,10 +30,11 @@ from quanta.common.catalog import Dataset, load_catalog
 from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.api import web
-from quanta.gateway.api.main import routers
+from quanta.gateway.api.main import plain_routes, routers
 from quanta.gateway.config import Settings, get_settings
 from quanta.gateway.deps import Services
 from quanta.gateway.middleware import Edge, EdgeLimit
+from quanta.gateway.sparql_endpoint import routes as sparql_endpoint
 from quanta.gateway.sparql_endpoint.fair_use import FairUse
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
 from quanta.gateway.sparql_endpoint.transport import DispatcherTransport
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(405, _on_wrong_method)
     for router in routers:
         app.include_router(router)
+    app.router.routes.extend(plain_routes)
     app.mount("/static", web.static_files(), name="static")  # the query page's files
     if settings.cors_origin_list():
         app.add_middleware(
@@ -170,10 +172,11 @@ async def _on_wrong_method(request: Request, exc: Exception) -> Response:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document plus the schemas it cannot see: ProblemDetails (error responses)
-    and QueryRequest (the query route parses its own body)."""
+    """FastAPI's document plus what it cannot see: ProblemDetails (error responses), QueryRequest
+    (the query route parses its own body) and the SPARQL endpoint (Starlette routes)."""
     if app.openapi_schema is None:
         doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        doc["paths"] |= sparql_endpoint.openapi_paths()
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         schemas["ProblemDetails"] = problems.problem_schema()
         schemas["QueryRequest"] = QueryRequest.model_json_schema(ref_template="#/components/schemas/{model}")
