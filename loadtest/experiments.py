@@ -11,8 +11,9 @@ services on this machine (loadtest/service.py), results in loadtest/results/NAME
 
 Systems: quanta with a 75 ms and a 1 s quantum and first come, first served (an infinite
 quantum, one page per query), through the smart client (QuantaUser); Apache Jena Fuseki in
-memory, with no limit and with a query time limit (the quota baseline), through SparqlUser.
-"1 worker / 2 workers": quanta's worker processes; Fuseki's threads pinned to 1 or 2 cores.
+memory, with no limit and with a query time limit (the quota baseline), and Virtuoso, with no
+limit and as DBpedia runs it (a row cap of 10,000 and the time limit), through SparqlUser.
+"1 worker / 2 workers": quanta's worker processes; a peer's threads pinned to 1 or 2 cores.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ RESULTS = HERE / "results"
 INF = float("inf")
 QUANTA_SYSTEMS = {"quanta-75ms": 75.0, "quanta-1s": 1000.0, "quanta-fcfs": INF}
 FUSEKI_SYSTEMS = ("fuseki", "fuseki-quota")
+VIRTUOSO_SYSTEMS = ("virtuoso", "virtuoso-dbpedia")
+LIMITED = ("fuseki-quota", "virtuoso-dbpedia")  # the systems that cut queries: the quota baselines
+DBPEDIA_ROWS = 10_000  # DBpedia's ResultSetMaxRows
 WARMUP = Path("/tmp/quanta-loadtest/runs/warmup")
 
 
@@ -135,10 +139,11 @@ def systems(names: list[str], workers: int, quota_s: float) -> Iterator[dict[str
             elif name == "quanta-sparql":  # the SPARQL endpoint of a quanta at 75 ms
                 svc = stack.enter_context(service.quanta(hdt, workers=workers))
                 up[name] = System(svc.url, "SparqlUser", [], svc)
-            elif name in FUSEKI_SYSTEMS:
-                server = stack.enter_context(_fuseki(quota_s if name == "fuseki-quota" else None))
+            elif name in (*FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS):
+                server = _peer(name, quota_s)
                 server.pin(workers)
-                up[name] = System(server.url, "SparqlUser", ["--endpoint", "/watdiv/sparql"])
+                endpoint = "/watdiv/sparql" if name in FUSEKI_SYSTEMS else "/sparql"
+                up[name] = System(server.url, "SparqlUser", ["--endpoint", endpoint])
             else:
                 raise ValueError(f"unknown system {name!r}")
         for name, s in up.items():  # a warm-up pass each (Fuseki's JIT, parse caches, page cache), not recorded
@@ -156,16 +161,25 @@ def side_by_side(args: argparse.Namespace, points: list[int], tag: str) -> Itera
                     yield workers, point, name, s, f"{name}-w{workers}-{tag}{point}"
 
 
-_FUSEKI: dict[float | None, service.Fuseki] = {}
+_PEERS: dict[tuple[str, float], service.Peer] = {}
 
 
-@contextmanager
-def _fuseki(quota_s: float | None) -> Iterator[service.Fuseki]:
-    """Fuseki takes ~30 s to load watdiv-1m: one server per time limit for the whole experiment."""
-    if quota_s not in _FUSEKI:
-        _FUSEKI[quota_s] = _STACK.enter_context(service.fuseki(workload.watdiv_dir() / "watdiv-1m.nt.gz",
-                                                               timeout_s=quota_s))  # fmt: skip
-    yield _FUSEKI[quota_s]
+def _peer(name: str, quota_s: float) -> service.Peer:
+    """A peer's server, one per system and time limit for the whole experiment (Fuseki takes ~30 s
+    to load watdiv-1m, Virtuoso ~20 s)."""
+    if (name, quota_s) not in _PEERS:
+        data = workload.watdiv_dir() / "watdiv-1m.nt.gz"
+        if name in FUSEKI_SYSTEMS:
+            server = service.fuseki(data, timeout_s=quota_s if name in LIMITED else None)
+        else:
+            limited = name in LIMITED
+            server = service.virtuoso(
+                data,
+                max_rows=DBPEDIA_ROWS if limited else None,
+                max_seconds=max(1, round(quota_s)) if limited else None,
+            )
+        _PEERS[(name, quota_s)] = _STACK.enter_context(server)
+    return _PEERS[(name, quota_s)]
 
 
 _STACK = ExitStack()
@@ -321,10 +335,11 @@ def main() -> None:
         help="wct, icwe: each template this many times in a (measured) client's workload (default: wct 1, icwe 3)",
     )
     parser.add_argument("--seconds", type=int, default=30, help="qmph: each run's duration")
-    parser.add_argument("--quota-s", type=float, default=5.0, help="the time limit of the quota baseline")
+    parser.add_argument("--quota-s", type=float, default=5.0, help="the time limit of the quota baselines")
     args = parser.parse_args()
-    defaults = {"wct": [*QUANTA_SYSTEMS, *FUSEKI_SYSTEMS], "icwe": ["quanta-75ms", *FUSEKI_SYSTEMS],
-                "qmph": ["quanta-75ms", "quanta-sparql", "fuseki"]}  # fmt: skip
+    defaults = {"wct": [*QUANTA_SYSTEMS, *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
+                "icwe": ["quanta-75ms", *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
+                "qmph": ["quanta-75ms", "quanta-sparql", "fuseki", "virtuoso"]}  # fmt: skip
     args.systems = args.systems or defaults.get(args.experiment, [])
     args.rounds = args.rounds or {"icwe": 3}.get(args.experiment, 1)
     if args.quick:

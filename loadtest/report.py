@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import runner
+from experiments import LIMITED
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -31,9 +32,10 @@ COMMANDS = {
     "faults": "python loadtest/faults.py",
 }
 NAMES = {"quanta-75ms": "quanta 75 ms", "quanta-1s": "quanta 1 s", "quanta-fcfs": "quanta FCFS (∞)",
-         "quanta-sparql": "quanta /sparql", "fuseki": "Fuseki", "fuseki-quota": "Fuseki + time limit"}  # fmt: skip
+         "quanta-sparql": "quanta /sparql", "fuseki": "Fuseki", "fuseki-quota": "Fuseki + time limit",
+         "virtuoso": "Virtuoso", "virtuoso-dbpedia": "Virtuoso as DBpedia"}  # fmt: skip
 STYLE = {"quanta-75ms": "o-", "quanta-1s": "s-", "quanta-fcfs": "^-", "quanta-sparql": "v-", "fuseki": "x--",
-         "fuseki-quota": "d--"}  # fmt: skip
+         "fuseki-quota": "d--", "virtuoso": "+:", "virtuoso-dbpedia": "*:"}  # fmt: skip
 
 
 def load(name: str) -> dict[str, Any] | None:
@@ -85,28 +87,31 @@ def wct(data: dict[str, Any]) -> str:
            f"instance of each of the 20 basic templates, in its own order) and run it once. WCT: a client's first "
            f"query's start to its last query's end, averaged over the clients; TFR: a query's start to its first "
            f"row (or to its whole, empty, answer), averaged over the queries. The time limit of Fuseki + time limit "
-           f"is {cfg['quota_s']} s (`--timeout`); cut: queries it stopped (an error, or an answer that ends "
-           f"properly with fewer rows than expected: Fuseki closes a streamed TSV answer as if it were whole when "
-           f"its limit strikes, so only the count check tells), complete: rows received of rows expected."]  # fmt: skip
+           f"and Virtuoso as DBpedia is {cfg['quota_s']} s (Fuseki's `--timeout`, Virtuoso's MaxQueryExecutionTime, "
+           f"with DBpedia's row cap, 10,000); cut: queries they stopped (an error, or an answer that ends properly "
+           f"with fewer rows than expected: Fuseki closes a streamed TSV answer as if it were whole when its limit "
+           f"strikes, Virtuoso answers what it found so far with 200 OK, so only the count check tells), complete: "
+           f"rows received of rows expected."]  # fmt: skip
+    limited = [s for s in systems if s in LIMITED]
     for workers in cfg["workers"]:
-        header = ["clients"] + [f"{NAMES[s]}: WCT s / TFR s" for s in systems] + ["time limit: cut / complete", "load"]
+        header = ["clients"] + [f"{NAMES[s]}: WCT s / TFR s" for s in systems]
+        header += [f"{NAMES[s]}: cut / complete" for s in limited] + ["load"]
         rows = []
         for n in cfg["clients"]:
             row: list[Any] = [n]
             for s in systems:
                 r = index.get((s, workers, n))
                 bad = (
-                    f" ({r['queries'] - r['ok']} not ok)"
-                    if r and r["ok"] != r["queries"] and s != "fuseki-quota"
-                    else ""
+                    f" ({r['queries'] - r['ok']} not ok)" if r and r["ok"] != r["queries"] and s not in LIMITED else ""
                 )
                 row.append(f"{r['wct_s']:.2f} / {r['tfr_s']:.3f}{bad}" if r and r["tfr_s"] is not None else "")
-            q = index.get(("fuseki-quota", workers, n))
-            row.append(f"{q['cut'] + q.get('partial', 0)} of {q['queries']} / {q['completeness']:.1%}" if q else "")
+            for s in limited:
+                q = index.get((s, workers, n))
+                row.append(f"{q['cut'] + q.get('partial', 0)} of {q['queries']} / {q['completeness']:.1%}" if q else "")
             loads = [index[(s, workers, n)]["machine"]["load1_mean"] for s in systems if (s, workers, n) in index]
             row.append(f"{min(loads):.1f}-{max(loads):.1f}" if loads else "")
             rows.append(row)
-        label = f"{workers} worker{'s' if workers > 1 else ''} (Fuseki: {workers} core{'s' if workers > 1 else ''})"
+        label = f"{workers} worker{'s' if workers > 1 else ''} (peers: {workers} core{'s' if workers > 1 else ''})"
         out.append(f"*{label}*\n\n" + table(header, rows))
     out.append(_plot_wct(data, systems))
     return "\n\n".join(out)
@@ -141,7 +146,8 @@ def icwe(data: dict[str, Any]) -> str:
            f"templates, {20 * cfg.get('rounds', 3)} queries) once and is measured: queries per hour (its queries over "
            f"its completion time, "
            f"timeouts included), timeouts (every client gives up a query after {cfg['quota_s']} s; Fuseki + time "
-           f"limit also stops it itself), completeness (rows received of rows expected). Preemption overhead: "
+           f"limit and Virtuoso as DBpedia also stop it themselves, silently cut answers counted), completeness "
+           f"(rows received of rows expected). Preemption overhead: "
            f"suspend + resume time per preempted quantum, from the workers' Prometheus histograms, as a share of "
            f"the 75 ms quantum."]  # fmt: skip
     for workers in cfg["workers"]:
@@ -201,9 +207,7 @@ def qmph(data: dict[str, Any]) -> str:
             loads = [r["machine"]["load1_mean"] for r in rs if r]
             cells = [f"{r['qmph']:,.0f} ({r['locust_cpu_s'] / r['wall_s']:.0%})" if r else "" for r in rs]
             rows.append([u, *cells, bad, f"{min(loads):.1f}-{max(loads):.1f}" if loads else ""])
-        out.append(
-            f"*{workers} worker{'s' if workers > 1 else ''} (Fuseki: {workers} cores)*\n\n" + table(header, rows)
-        )
+        out.append(f"*{workers} worker{'s' if workers > 1 else ''} (peers: {workers} cores)*\n\n" + table(header, rows))
     fig, ax = plt.subplots(figsize=(6, 4))
     for workers in cfg["workers"]:
         for s in systems:

@@ -1,7 +1,8 @@
 """The systems under test, on this machine: a quanta service whose parts can be
 killed and restarted one by one (Redis with an append-only file as the Helm chart
-runs it, N workers each with a metrics port, the gateway), and Apache Jena Fuseki
-(`scripts/jena.sh`'s jar) with or without a query time limit.
+runs it, N workers each with a metrics port, the gateway); Apache Jena Fuseki
+(`scripts/jena.sh`'s jar) and Virtuoso (Debian's package, started by bench/peers.py),
+each with or without the limits a public endpoint sets.
 
 `quanta up` restarts a dead worker but stops when its gateway dies, and its Redis
 keeps nothing: the fault runs need each part in hand, hence this.
@@ -9,6 +10,7 @@ keeps nothing: the fault runs need each part in hand, hence this.
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import signal
@@ -18,7 +20,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,8 +179,10 @@ def jena_jar() -> str:
 
 
 @dataclass
-class Fuseki:
-    url: str  # the server; the endpoint is /watdiv/sparql
+class Peer:
+    """A peer's SPARQL server: its root URL (the endpoint's path is the experiment's option) and process."""
+
+    url: str
     pid: int
 
     def pin(self, cpus: int) -> None:
@@ -189,8 +193,8 @@ class Fuseki:
 
 
 @contextmanager
-def fuseki(ntriples: Path, *, timeout_s: float | None = None, heap: str = "4g") -> Iterator[Fuseki]:
-    """Apache Jena Fuseki over `ntriples` in memory. `timeout_s`: its query time limit
+def fuseki(ntriples: Path, *, timeout_s: float | None = None, heap: str = "4g") -> Iterator[Peer]:
+    """Apache Jena Fuseki over `ntriples` in memory, at /watdiv/sparql. `timeout_s`: its query time limit
     (`--timeout`, as a public endpoint configures one: the query is cancelled, with a 503 if
     no result was sent yet, else the response is cut)."""
     port = free_port()
@@ -213,8 +217,29 @@ def fuseki(ntriples: Path, *, timeout_s: float | None = None, heap: str = "4g") 
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Fuseki did not start (log: {log.name})")
             time.sleep(0.5)
-        yield Fuseki(url, process.pid)
+        yield Peer(url, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=60)
         log.close()
+
+
+@contextmanager
+def virtuoso(ntriples: Path, *, max_rows: int | None = None, max_seconds: int | None = None) -> Iterator[Peer]:
+    """Virtuoso over `ntriples` (a `.nt.gz`), at /sparql, loaded by its bulk loader into a database of
+    its own under DATA; `max_rows`, `max_seconds`: its row cap and execution time limit (None: none)."""
+    sys.path.append(str(REPO / "bench"))  # after loadtest/: bench/ has a service.py too
+    import peers  # bench/peers.py: how Virtuoso is installed, configured and loaded, for the benchmarks too
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    plain = DATA / ntriples.name.removesuffix(".gz")
+    if not plain.exists():
+        with gzip.open(ntriples) as packed, open(plain.with_suffix(".part"), "wb") as out:
+            shutil.copyfileobj(packed, out)
+        plain.with_suffix(".part").rename(plain)
+    work = DATA / f"virtuoso-{max_rows or 'all'}-{max_seconds or 'unlimited'}"
+    with ExitStack() as stack:
+        server = peers.start_virtuoso(
+            stack, plain, work, graph="http://watdiv.example/", max_rows=max_rows, max_seconds=max_seconds
+        )
+        yield Peer(server.url.removesuffix("/sparql"), server.pid)
