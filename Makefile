@@ -94,13 +94,13 @@ clean:
 	rm -rf $(VENV) .build .pytest_cache .ruff_cache .mypy_cache
 
 ## ---- Load tests (loadtest/README.md; owner: the load-testing work, issue 11) ----------------------
-## Each experiment runs real services on this machine (quanta, and Apache Jena Fuseki through
-## scripts/jena.sh) and writes loadtest/results/NAME.json; loadtest-report renders docs/benchmarks.md.
+## Each experiment runs real services on this machine (quanta; Apache Jena Fuseki through scripts/jena.sh,
+## Virtuoso through scripts/bsbm.sh) and writes loadtest/results/NAME.json; loadtest-report renders docs/benchmarks.md.
 LOADTEST := $(BIN)/python loadtest/experiments.py
 .PHONY: loadtest loadtest-smoke loadtest-wct loadtest-icwe loadtest-qmph loadtest-requests loadtest-quantum \
 	loadtest-faults loadtest-report
 
-## Everything, about 50 minutes on 2 cores, then the report.
+## Everything, about an hour on 2 cores, then the report.
 loadtest: loadtest-quantum loadtest-requests loadtest-wct loadtest-icwe loadtest-qmph loadtest-faults loadtest-report
 
 ## The bounded Locust runs of the test suite (about 20 s).

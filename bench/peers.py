@@ -373,7 +373,7 @@ def start_virtuoso(
         max_estimate_s=2 * max_seconds if max_seconds else 0,
     )
     (db / "virtuoso.ini").write_text(ini)
-    process = stack.enter_context(running([binary, "-f", "-c", str(db / "virtuoso.ini")], out / "virtuoso.out", cwd=db))
+    process = serve_virtuoso(stack, db, out / "virtuoso.out")
     deadline = time.monotonic() + 120
 
     def isql(statements: str) -> str:
@@ -432,6 +432,12 @@ def start_virtuoso(
            if max_seconds else ", no execution time limit")
     )  # fmt: skip
     return Server("virtuoso", url, process.pid, load, settings)
+
+
+def serve_virtuoso(stack: ExitStack, db: Path, log: Path) -> subprocess.Popen[bytes]:
+    """Virtuoso's server over the database in `db` (its virtuoso.ini there) until `stack` closes."""
+    binary = helper("bsbm.sh", "virtuoso")
+    return stack.enter_context(running([binary, "-f", "-c", str(db / "virtuoso.ini")], log, cwd=db))
 
 
 def _virtuoso_version(binary: str) -> str:

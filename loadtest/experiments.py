@@ -338,7 +338,7 @@ def main() -> None:
     parser.add_argument("--quota-s", type=float, default=5.0, help="the time limit of the quota baselines")
     args = parser.parse_args()
     defaults = {"wct": [*QUANTA_SYSTEMS, *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
-                "icwe": ["quanta-75ms", *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
+                "icwe": ["quanta-75ms", "quanta-sparql", *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
                 "qmph": ["quanta-75ms", "quanta-sparql", "fuseki", "virtuoso"]}  # fmt: skip
     args.systems = args.systems or defaults.get(args.experiment, [])
     args.rounds = args.rounds or {"icwe": 3}.get(args.experiment, 1)

@@ -10,7 +10,9 @@ fault in the middle of it. Results in loadtest/results/faults.json.
   saved plans by value;
 - redis-reference: the same with saved plans kept in Redis by reference;
 - redis-reference-volatile: plans by reference, and a Redis that keeps nothing (no append-only
-  file): what the persistence is for.
+  file): what the persistence is for;
+- virtuoso: the counterpart on a peer: the same users, all SparqlUser, against Virtuoso (no limits),
+  whose server is killed (SIGKILL) and started again on its database, as a supervisor would.
 
 Per run and client class: queries completed, wrong (row count differs from results.tsv), lost
 (the client gave up: an error it did not retry past), the errors clients saw (requests that
@@ -30,6 +32,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -39,7 +43,7 @@ import service
 import workload
 
 HERE = Path(__file__).resolve().parent
-FAULTS = ("worker", "gateway", "redis", "redis-reference", "redis-reference-volatile")
+FAULTS = ("worker", "gateway", "redis", "redis-reference", "redis-reference-volatile", "virtuoso")
 
 
 def inject(svc: service.Quanta, fault: str) -> None:
@@ -104,25 +108,39 @@ def degraded(ends: list[float], start: float, fault_t: float, window: int = 3) -
     return None
 
 
-def run_fault(fault: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+@contextmanager
+def target(
+    fault: str, args: argparse.Namespace, plan: str | None, persistent: bool | None
+) -> Iterator[tuple[str, list[str], Callable[[], None]]]:
+    """What `fault` hits: the service's URL, the Locust users and their options, and the fault."""
+    if plan is None or persistent is None:  # a peer
+        with service.virtuoso(workload.watdiv_dir() / "watdiv-1m.nt.gz") as peer:
+            assert peer.restart is not None
+            yield peer.url, ["--endpoint", "/sparql", "SparqlUser"], peer.restart
+        return
     hdt = workload.watdiv_dir() / "watdiv-1m.hdt"
-    plan = "reference" if fault.startswith("redis-reference") else "value"
-    persistent = not fault.endswith("volatile")
     with service.quanta(hdt, workers=args.workers, quantum_ms=75, plan_mode=plan, appendonly=persistent) as svc:
+        yield svc.url, ["--plan", plan, "QuantaUser", "SparqlUser"], lambda: inject(svc, fault)
+
+
+def run_fault(fault: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    peer = fault == "virtuoso"
+    plan = None if peer else "reference" if fault.startswith("redis-reference") else "value"
+    persistent = None if peer else not fault.endswith("volatile")  # Redis's append-only file
+    with target(fault, args, plan, persistent) as (url, users, hit):
         log, counts = out / f"{fault}.queries.jsonl", out / f"{fault}.counts.json"
         log.unlink(missing_ok=True)
-        command = [*runner.LOCUST, "--host", svc.url, "--headless", "-u", str(args.users), "-r", str(args.users)]
+        command = [*runner.LOCUST, "--host", url, "--headless", "-u", str(args.users), "-r", str(args.users)]
         command += ["--run-time", f"{args.seconds}s", "--stop-timeout", "30", "--csv", str(out / fault)]
         command += ["--only-summary"]
-        command += ["--query-log", str(log), "--counts-out", str(counts), "--workload", "basic", "--plan", plan]
-        command += ["QuantaUser", "SparqlUser"]
+        command += ["--query-log", str(log), "--counts-out", str(counts), "--workload", "basic", *users]
         with runner.LoadSampler() as sampler, (out / f"{fault}.locust.log").open("w") as output:
             locust = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
             started = time.time()
             time.sleep(args.at)
             fault_t = time.time()
-            inject(svc, fault)
-            back_t = time.time()  # the part is back (the gateway ready, Redis answering)
+            hit()
+            back_t = time.time()  # the part is back (the gateway ready, Redis answering; Virtuoso answering)
             locust.wait(timeout=args.seconds + 120)
         queries = [json.loads(line) for line in log.read_text().splitlines()]
     return {

@@ -147,7 +147,9 @@ def icwe(data: dict[str, Any]) -> str:
            f"its completion time, "
            f"timeouts included), timeouts (every client gives up a query after {cfg['quota_s']} s; Fuseki + time "
            f"limit and Virtuoso as DBpedia also stop it themselves, silently cut answers counted), completeness "
-           f"(rows received of rows expected). Preemption overhead: "
+           f"(rows received of rows expected). quanta 75 ms is the smart client over `/v1` (QuantaUser, which "
+           f"decodes every page in the load generator); quanta /sparql and the peers, SparqlUser (TSV, rows counted "
+           f"as they stream). Preemption overhead: "
            f"suspend + resume time per preempted quantum, from the workers' Prometheus histograms, as a share of "
            f"the 75 ms quantum."]  # fmt: skip
     for workers in cfg["workers"]:
@@ -282,7 +284,10 @@ def faults(data: dict[str, Any]) -> str:
            f"than results.tsv's; retried: requests that failed and were sent again; longest pause: the longest time "
            f"no query of that client class completed, in the 30 s after the fault and before it; degraded: from the "
            f"fault until completions per second are back to half their rate before it (3 s window). Redis keeps an "
-           f"append-only file, as the chart runs it, except in `redis-reference-volatile`."]  # fmt: skip
+           f"append-only file, as the chart runs it, except in `redis-reference-volatile`. `virtuoso`: the same "
+           f"number of users, all SparqlUser, against Virtuoso (no limits), whose server is killed (SIGKILL) and "
+           f"started again on its database, as a supervisor would; SparqlUser resends what never reached the "
+           f"server, as it does for quanta, not what was cut once begun."]  # fmt: skip
     header = ["fault", "down (s)", "client", "queries", "completed", "wrong", "lost", "errors seen (retried)",
               "longest pause: after / before (s)", "degraded (s)", "slowest across the fault (s)", "p99 before (s)",
               "load"]  # fmt: skip

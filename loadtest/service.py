@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +184,7 @@ class Peer:
 
     url: str
     pid: int
+    restart: Callable[[], None] | None = None  # kill the server and start it again on its data
 
     def pin(self, cpus: int) -> None:
         """Let the server's threads use the first `cpus` cores only: the counterpart of
@@ -227,7 +228,8 @@ def fuseki(ntriples: Path, *, timeout_s: float | None = None, heap: str = "4g") 
 @contextmanager
 def virtuoso(ntriples: Path, *, max_rows: int | None = None, max_seconds: int | None = None) -> Iterator[Peer]:
     """Virtuoso over `ntriples` (a `.nt.gz`), at /sparql, loaded by its bulk loader into a database of
-    its own under DATA; `max_rows`, `max_seconds`: its row cap and execution time limit (None: none)."""
+    its own under DATA; `max_rows`, `max_seconds`: its row cap and execution time limit (None: none).
+    Its `restart` kills the server (SIGKILL) and starts it again on its database, as a supervisor would."""
     sys.path.append(str(REPO / "bench"))  # after loadtest/: bench/ has a service.py too
     import peers  # bench/peers.py: how Virtuoso is installed, configured and loaded, for the benchmarks too
 
@@ -242,4 +244,15 @@ def virtuoso(ntriples: Path, *, max_rows: int | None = None, max_seconds: int | 
         server = peers.start_virtuoso(
             stack, plain, work, graph="http://watdiv.example/", max_rows=max_rows, max_seconds=max_seconds
         )
-        yield Peer(server.url.removesuffix("/sparql"), server.pid)
+        peer = Peer(server.url.removesuffix("/sparql"), server.pid)
+
+        def restart() -> None:
+            os.kill(peer.pid, signal.SIGKILL)
+            db = work / "virtuoso"
+            (db / "virtuoso.lck").unlink(missing_ok=True)  # left by the killed server
+            process = peers.serve_virtuoso(stack, db, work / "virtuoso-restarted.out")
+            peers.wait_sparql(server.url, process)
+            peer.pid = process.pid
+
+        peer.restart = restart
+        yield peer
