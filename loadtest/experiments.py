@@ -337,7 +337,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30, help="qmph: each run's duration")
     parser.add_argument("--quota-s", type=float, default=5.0, help="the time limit of the quota baselines")
     args = parser.parse_args()
-    defaults = {"wct": [*QUANTA_SYSTEMS, *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
+    defaults = {"wct": [*QUANTA_SYSTEMS, "quanta-sparql", *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
                 "icwe": ["quanta-75ms", "quanta-sparql", *FUSEKI_SYSTEMS, *VIRTUOSO_SYSTEMS],
                 "qmph": ["quanta-75ms", "quanta-sparql", "fuseki", "virtuoso"]}  # fmt: skip
     args.systems = args.systems or defaults.get(args.experiment, [])

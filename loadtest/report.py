@@ -91,7 +91,9 @@ def wct(data: dict[str, Any]) -> str:
            f"with DBpedia's row cap, 10,000); cut: queries they stopped (an error, or an answer that ends properly "
            f"with fewer rows than expected: Fuseki closes a streamed TSV answer as if it were whole when its limit "
            f"strikes, Virtuoso answers what it found so far with 200 OK, so only the count check tells), complete: "
-           f"rows received of rows expected."]  # fmt: skip
+           f"rows received of rows expected. quanta 75 ms, 1 s and FCFS are the smart client over `/v1` "
+           f"(QuantaUser, which decodes every page in the load generator); quanta /sparql and the peers, "
+           f"SparqlUser (TSV)."]  # fmt: skip
     limited = [s for s in systems if s in LIMITED]
     for workers in cfg["workers"]:
         header = ["clients"] + [f"{NAMES[s]}: WCT s / TFR s" for s in systems]
