@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib  # bench/, the script's own folder
+import native  # bench/: opening a store, a second worker's memory, suspend + resume in situ
 from peers import (  # bench/: the systems' loaders and servers, shared with bench/sparql.py
     Sampler,
     Server,
@@ -61,6 +62,7 @@ BSBM_VERSION = os.environ.get("QUANTA_BSBM_VERSION", "3.1.10")
 SYSTEMS = ("quanta", "fuseki", "oxigraph", "virtuoso")
 USECASES = {"explore": "usecases/explore/sparql.txt", "bi": "usecases/businessIntelligence/sparql.txt"}
 USECASE_TITLE = {"explore": "Explore", "bi": "Business intelligence"}
+DUMP = "dataset.nt.gz"  # every loader here reads gzip
 QUALDUMP = REPO / "bench" / "QualDump.java"  # prints a qualification file as text (tests/bsbm's too)
 # the driver's messages for a query that failed (it goes on with the next)
 DRIVER_ERRORS = re.compile(r"Received error code|Query execution error|Could not connect|Could not read result")
@@ -80,10 +82,16 @@ def log(message: str) -> None:
 
 def start(name: str, stack: ExitStack, data: Path, out: Path, args: argparse.Namespace) -> Server:
     """System `name` loaded with BSBM's dump under `data` and up, its files under `out`."""
-    ntriples = data / "dataset.nt"
+    ntriples = data / DUMP
     if name == "quanta":
         return start_quanta(
-            stack, ntriples, out, workers=args.workers, gateways=args.gateways, quantum_ms=args.quantum_ms
+            stack,
+            ntriples,
+            out,
+            workers=args.workers,
+            gateways=args.gateways,
+            quantum_ms=args.quantum_ms,
+            max_memory=args.quanta_load_memory,
         )
     if name == "fuseki":
         return start_fuseki(stack, ntriples, out, storage=args.fuseki, heap=args.fuseki_heap)
@@ -141,32 +149,43 @@ class Driver:
         return output
 
     def generate(self, products: int) -> dict[str, Any]:
-        """BSBM's dump and the driver's data at `products`, made once and kept under WORK."""
+        """BSBM's dump (gzipped: 100 M triples are 26 GB of N-Triples, 4 GB gzipped) and the driver's
+        data at `products`, made once and kept under WORK."""
         data = WORK / f"pc{products}"
         marker = data / "generated.json"
-        if marker.exists():
+        if marker.exists() and (data / DUMP).exists():
             return {**json.loads(marker.read_text()), "dir": str(data)}
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
         started = time.perf_counter()
-        output = self.java(
-            "benchmark.generator.Generator",
-            "-pc",
-            str(products),
-            "-s",
-            "nt",
-            "-fn",
-            "dataset",
-            "-dir",
-            "td_data",
-            cwd=data,
-        )
+        # the generator writes into a pipe that gzip reads: the plain dump never touches the disk
+        pipe = data / "dataset.nt"
+        os.mkfifo(pipe)
+        gzip = subprocess.Popen(["sh", "-c", f"exec gzip -1 < {pipe.name} > {DUMP}"], cwd=data)
+        try:
+            output = self.java(
+                "benchmark.generator.Generator",
+                "-pc",
+                str(products),
+                "-s",
+                "nt",
+                "-fn",
+                "dataset",
+                "-dir",
+                "td_data",
+                cwd=data,
+            )
+            if gzip.wait() != 0:
+                raise RuntimeError(f"gzip failed ({gzip.returncode})")
+        finally:
+            gzip.kill()  # still blocked opening the pipe if the generator failed before writing
+            pipe.unlink()
         found = re.search(r"(\d+) triples generated", output)
         info = {
             "products": products,
             "triples": int(found.group(1)) if found else None,
             "seconds": round(time.perf_counter() - started, 2),
-            "nt_bytes": (data / "dataset.nt").stat().st_size,
+            "nt_gz_bytes": (data / DUMP).stat().st_size,
         }
         marker.write_text(json.dumps(info))
         return {**info, "dir": str(data)}
@@ -356,6 +375,9 @@ def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict
             server.memory["after_load"] = memory(server.pid)
             servers.append(server)
             log(f"{name}: loaded in {server.load.get('seconds')} s, up at {server.url}")
+            if name == "quanta":
+                scale["quanta_store"] = quanta_store(server.load, generated["triples"])
+                log(f"quanta's store: {scale['quanta_store']}")
         reference = next((s for s in servers if s.name == args.reference), None) or next(
             (s for s in servers if s.name != "quanta"), None
         )
@@ -381,6 +403,12 @@ def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict
                 for server in order:
                     runs = max(args.runs[usecase], 2 * clients)
                     warmups = max(1, min(runs // 5, args.warmups[usecase]))
+                    done = scale["systems"][server.name]["runs"][usecase]
+                    reason = left_out(server.name, usecase, runs, done, args)
+                    if reason:
+                        done[str(clients)] = {"skipped": reason}
+                        log(f"{server.name} {usecase} x{clients}: not run: {reason}")
+                        continue
                     xml = out / f"{server.name}-{usecase}-{clients}.xml"
                     result = driver.run(server.url, data, usecase, clients, runs, warmups, args.timeout_s, xml)
                     scale["systems"][server.name]["runs"][usecase][str(clients)] = result
@@ -396,6 +424,45 @@ def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict
     return scale
 
 
+def left_out(name: str, usecase: str, runs: int, done: dict[str, Any], args: argparse.Namespace) -> str | None:
+    """Why a measured run is not started: listed in --skip, or longer than --max-run-minutes at the
+    throughput of the system's last run of the use case (more clients rarely do better on 2 cores)."""
+    if f"{name}:{usecase}" in args.skip:
+        return "left out at this scale (--skip)"
+    last = next((r for r in reversed(done.values()) if r.get("qmph")), None)
+    if last and args.max_run_minutes:
+        minutes = runs / last["qmph"] * 60
+        if minutes > args.max_run_minutes:
+            return f"{runs} mixes would take about {minutes:.0f} min at its last QMpH"
+    return None
+
+
+# Long queries of the workers' fragment over BSBM's largest classes (offers, reviews, product
+# features), for what preemption costs at each scale: every page suspended and resumed.
+BSBM = "http://www4.wiwiss.fu-berlin.de/bizer/bsbm/v01/vocabulary/"
+LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+PREEMPTED = [
+    f"SELECT * WHERE {{ ?o <{BSBM}product> ?p ; <{BSBM}vendor> ?v ; <{BSBM}price> ?price }}",
+    f"SELECT * WHERE {{ ?r <{BSBM}reviewFor> ?p ; <{BSBM}rating1> ?x . ?p <{LABEL}> ?l }}",
+    f"SELECT * WHERE {{ ?p <{BSBM}productFeature> ?f ; <{BSBM}productPropertyNumeric1> ?n FILTER(?n > 500) }}",
+]
+
+
+def quanta_store(load: dict[str, Any], triples: int) -> dict[str, Any]:
+    """quanta's store at a scale: bytes per triple, opening, the private memory of an extra worker,
+    and suspend + resume with the saved plans' sizes on PREEMPTED (bench/native.py's measures)."""
+    hdt = Path(load["hdt"])
+    opened = native.opening(hdt, 5, stores=("native",))
+    preemption = native.suspend_resume(hdt, PREEMPTED, 30)["native"]
+    return {
+        "file_bytes": opened["file_bytes"],
+        "hdt_bytes_per_triple": round(load["hdt_bytes"] / triples, 2),
+        "index_bytes_per_triple": round(load["index_bytes"] / triples, 2),
+        **opened["native"],
+        "preemption": preemption,
+    }
+
+
 def qualify(
     driver: Driver, servers: list[Server], reference: Server | None, data: Path, out: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -406,6 +473,8 @@ def qualify(
     results: dict[str, Any] = {}
     for usecase in args.usecases:
         for server in [reference, *(s for s in servers if s is not reference)]:
+            if f"{server.name}:{usecase}" in args.skip:
+                continue
             try:
                 files[server.name, usecase] = Path(
                     driver.qualify(
@@ -422,6 +491,9 @@ def qualify(
             entry["reference"] = True
             continue
         for usecase in args.usecases:
+            if f"{server.name}:{usecase}" in args.skip:
+                entry["usecases"][usecase] = {"error": "not run (--skip)"}
+                continue
             if (reference.name, usecase) not in files:  # not checked, not failed
                 entry["usecases"][usecase] = {"error": f"{reference.name}'s qualification run failed"}
                 continue
@@ -481,6 +553,7 @@ def render_scale(products: int, scale: dict[str, Any], settings: dict[str, Any],
     for name, reason in scale.get("skipped", {}).items():
         lines.append(f"| {name} | left out: {reason.strip().splitlines()[-1][:160].replace('|', '/')} | | | | | | |")
     lines.append("")
+    lines += render_store(systems.get("quanta", {}).get("load", {}), scale.get("quanta_store"))
     reference = scale.get("reference")
     verdicts = []
     for name in names:
@@ -524,6 +597,9 @@ def render_scale(products: int, scale: dict[str, Any], settings: dict[str, Any],
             cells = []
             for c in clients:
                 r = systems[name]["runs"].get(usecase, {}).get(str(c), {})
+                if "skipped" in r:
+                    cells.append(f"not run: {r['skipped']}")
+                    continue
                 if "qmph" not in r:
                     cells.append(f"failed: {_reason(str(r.get('error', 'not run')))}")
                     continue
@@ -565,6 +641,34 @@ def render_scale(products: int, scale: dict[str, Any], settings: dict[str, Any],
             lines.append(f"| Q{q} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
+
+
+def render_store(load: dict[str, Any], store: dict[str, Any] | None) -> list[str]:
+    """quanta's loader against its memory budget, and its store at this scale."""
+    if not store or "estimated_peak_bytes" not in load:
+        return []
+    mib = 2**20
+    p = store["preemption"]
+    sr, plan, quantum = p["suspend_plus_resume_ms"], p["plan_bytes"], p["quantum_ms"]
+    return [
+        f"quanta at this scale: `quanta load` within {load['max_memory']} predicted a peak of "
+        f"{_mb(load['estimated_peak_bytes'])} MB ({load['memory_estimate']}) and measured "
+        f"{_mb(load['peak_rss_bytes'])} MB; HDT {store['hdt_bytes_per_triple']} and side index "
+        f"{store['index_bytes_per_triple']} bytes per triple; opening {store['open_ms']['p50']:.1f} ms "
+        f"(a fresh process, the files in the page cache); an extra worker that has read every triple adds "
+        f"{store['second_worker_private_bytes'] / mib:,.1f} MiB of private memory "
+        f"({store['second_worker_private_bytes'] / store['file_bytes']:.1%} of the file, the first "
+        f"{store['first_worker_private_bytes'] / mib:,.1f} MiB). "
+        + (
+            f"Preemption on {len(PREEMPTED)} long queries (bench/bsbm.py's PREEMPTED, {p['pages']} pages at a "
+            f"75 ms quantum or 1 MiB of results): suspend + resume p50 {sr['p50']:.3f} ms, p99 {sr['p99']:.3f} ms "
+            f"({sr['p50'] / quantum['p50']:.2%} of a page's median {quantum['p50']:.1f} ms); saved plans p50 "
+            f"{plan['p50']:,.0f} bytes, max {plan['max']:,.0f}."
+            if sr
+            else f"The {len(PREEMPTED)} long queries of bench/bsbm.py's PREEMPTED finish in one page each here."
+        ),
+        "",
+    ]
 
 
 def render(result: dict[str, Any], docs: Path = REPO / "docs" / "benchmarks.md") -> None:
@@ -697,6 +801,21 @@ def main() -> None:
     parser.add_argument("--fuseki", choices=["tdb2", "memory"], default="tdb2", help="Fuseki's storage")
     parser.add_argument("--fuseki-heap", default="4g", help="Fuseki's JVM heap (-Xmx)")
     parser.add_argument("--virtuoso-gb", type=float, default=2, help="memory for Virtuoso's buffers, GB")
+    parser.add_argument(
+        "--skip",
+        type=lambda t: t.split(","),
+        default=[],
+        help="system:usecase pairs not measured (e.g. oxigraph:bi where one mix takes hours)",
+    )
+    parser.add_argument(
+        "--max-run-minutes",
+        type=float,
+        default=0,
+        help="leave out a run predicted longer than this from the system's last QMpH (0: no limit)",
+    )
+    parser.add_argument(
+        "--quanta-load-memory", help="quanta load's memory budget (--max-memory; default: the memory available)"
+    )
     parser.add_argument("--qualification-mixes", type=int, default=15, help="mixes per use case (the driver's 15)")
     parser.add_argument(
         "--no-peer-qualification",
@@ -742,6 +861,8 @@ def main() -> None:
         "quantum_ms": args.quantum_ms,
         "qualification_mixes": args.qualification_mixes,
         "qualify_peers": args.qualify_peers,
+        "skip": args.skip,
+        "max_run_minutes": args.max_run_minutes,
     }
     command = "python bench/bsbm.py " + " ".join(sys.argv[1:]) if sys.argv[1:] else "make bench-bsbm"
     result: dict[str, Any] = {"command": command.strip(), "machine": machine, "settings": settings, "scales": {}}

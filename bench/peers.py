@@ -202,15 +202,18 @@ def start_quanta(
     gateways: int = 1,
     quantum_ms: float = 75,
     dataset: str = "bsbm",
+    max_memory: str | None = None,
 ) -> Server:
     """`quanta up` serving `source` as `dataset`: an N-Triples file is first loaded by `quanta load`
-    to `out/<dataset>.hdt`; an `.hdt` file is served as it is (its side index is written beside it)."""
+    (within `max_memory`, else the memory available) to `out/<dataset>.hdt`; an `.hdt` file is served
+    as it is (its side index is written beside it)."""
     if source.suffix == ".hdt":
         hdt = source
         load: dict[str, Any] = {"loader": "none (the HDT file as given)", "store_bytes": du(hdt)}
     else:
         hdt = out / f"{dataset}.hdt"
-        m = measure([sys.executable, "-m", "quanta.cli.main", "load", str(source), "-o", str(hdt)])
+        budget = ["--max-memory", max_memory] if max_memory else []
+        m = measure([sys.executable, "-m", "quanta.cli.main", "load", str(source), "-o", str(hdt), *budget])
         summary = json.loads(m.pop("stdout"))
         load = {
             **m,
@@ -219,6 +222,12 @@ def start_quanta(
             # its reader and the converter run at once: their sum, as the loader measures it
             "peak_rss_bytes": summary["peak_memory_bytes"],
             "largest_process_rss_bytes": m["peak_rss_bytes"],
+            "estimated_peak_bytes": summary["estimated_peak_memory_bytes"],
+            "memory_estimate": summary["memory_estimate"],
+            "max_memory": max_memory or "the memory available",
+            "hdt_bytes": summary["hdt_bytes"],
+            "index_bytes": summary["index_bytes"],
+            "hdt": str(hdt),
         }
     port = free_port()
     env = {
