@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-shipping bench-bsbm bench-sparql clean
+.PHONY: install run test test-fast test-chart dev lint format lock proto bench bench-engine bench-loader bench-service bench-native bench-client bench-shipping bench-bsbm bench-redis bench-sparql clean
 
 install:
 	@scripts/bootstrap.sh
@@ -84,6 +84,11 @@ bench-shipping: install
 ## Java, Maven and, for Virtuoso, root's apt-get). BSBM_FLAGS: e.g. --products 1k,10k --clients 1,4,8,64.
 bench-bsbm: install
 	$(BIN)/python bench/bsbm.py $(BSBM_FLAGS)
+
+## What one quantum and one MB of results cost Redis, and how many workers one Redis keeps busy (issue 20;
+## bench/README.md), on BSBM's data as bench/bsbm.py made it. REDIS_FLAGS: e.g. --products 10k --mixes 100.
+bench-redis: install
+	$(BIN)/python bench/redis_capacity.py $(REDIS_FLAGS)
 
 ## 56 full-SPARQL queries on watdiv-1m, one client, quanta against Fuseki, Oxigraph and Virtuoso (issue 19;
 ## bench/README.md). SPARQL_FLAGS: e.g. --dataset 100k --rounds 1 --engines quanta,oxigraph.

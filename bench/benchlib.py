@@ -111,6 +111,31 @@ def percentiles(values: list[float], digits: int = 3) -> dict[str, float]:
     return {"n": n, "p50": pick(0.5), "p99": pick(0.99), "max": top, "mean": mean}
 
 
+def role_cpu_s(root: int) -> dict[str, float]:
+    """CPU seconds used so far by the processes `quanta up` started, by role (from /proc): a
+    process its command line does not name (a gateway's uvicorn workers) has its parent's role."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    cpu: dict[str, float] = {}
+    todo = [(root, "up")]
+    while todo:
+        pid, inherited = todo.pop()
+        try:
+            command = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")).decode()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = next((r for r in ("redis-server", "gateway", "worker") if r in command), inherited)
+        todo += [(child, role) for child in children.get(pid, [])]
+        cpu[role] = cpu.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu
+
+
 @contextmanager
 def quanta_up(
     dataset: Path,

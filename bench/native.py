@@ -258,10 +258,11 @@ def suspend_resume(path: Path, queries: list[str], max_quanta: int) -> dict[str,
     """Every basic and stress query through execute() at a 75 ms quantum with
     the service's page budget (1 MiB of JSON, 100,000 rows), each page resumed
     from the previous one's bytes in this process (a worker's warm pool)."""
-    from quanta.engine.execute import execute
+    from quanta.engine.execute import execute, warm_up
     from quanta.engine.storage import open_store
 
     store = open_store(str(path))
+    warm_up(store)  # as a worker does: the first plan saved in a process imports protobuf (~90 ms)
     sr, suspend, resume, plan_bytes, quantum = [], [], [], [], []
     pages = 0
     for text in queries:

@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +125,9 @@ def memory(root: int) -> dict[str, int]:
 
 
 class Sampler:
-    """The largest RSS and PSS of each server's processes, sampled every `interval` seconds."""
+    """The largest RSS and PSS of each server's processes, sampled every `interval` seconds, or
+    less often when a sample takes long: reading PSS walks every mapped page (at 100 M triples
+    a round took half a core every 0.5 s), so sampling takes a tenth of one core at most."""
 
     def __init__(self, servers: list[Server], interval: float = 0.5) -> None:
         self.servers, self.interval = servers, interval
@@ -134,11 +136,14 @@ class Sampler:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self.done.wait(self.interval):
+        wait = self.interval
+        while not self.done.wait(wait):
+            started = time.thread_time()
             for server in self.servers:
                 now = memory(server.pid)
                 for key in ("rss_bytes", "pss_bytes"):
                     self.peak[server.name][key] = max(self.peak[server.name][key], now[key])
+            wait = max(self.interval, 10 * (time.thread_time() - started))
 
     def __enter__(self) -> Sampler:
         self.thread.start()
@@ -203,10 +208,12 @@ def start_quanta(
     quantum_ms: float = 75,
     dataset: str = "bsbm",
     max_memory: str | None = None,
+    redis_url: str | None = None,
+    env: Mapping[str, str] = {},
 ) -> Server:
-    """`quanta up` serving `source` as `dataset`: an N-Triples file is first loaded by `quanta load`
-    (within `max_memory`, else the memory available) to `out/<dataset>.hdt`; an `.hdt` file is served
-    as it is (its side index is written beside it)."""
+    """`quanta up` serving `source` as `dataset` (on `redis_url`, else a Redis of its own): an
+    N-Triples file is first loaded by `quanta load` (within `max_memory`, else the memory available)
+    to `out/<dataset>.hdt`; an `.hdt` file is served as it is (its side index is written beside it)."""
     if source.suffix == ".hdt":
         hdt = source
         load: dict[str, Any] = {"loader": "none (the HDT file as given)", "store_bytes": du(hdt)}
@@ -238,10 +245,13 @@ def start_quanta(
         "QUANTA_RATE_LIMIT": "0",
         "QUANTA_MAX_CLIENT_TASKS": "1000000",
         "QUANTA_ACCESS_LOG": "0",
+        **env,
     }
     command = [sys.executable, "-m", "quanta.cli.main", "up", "--port", str(port), "--workers", str(workers),
                "--gateways", str(gateways), "--quantum-ms", str(quantum_ms),
                "--dataset", f"{dataset}={hdt}"]  # fmt: skip
+    if redis_url:  # a Redis of the caller's, to read its statistics
+        command += ["--redis-url", redis_url]
     process = stack.enter_context(running(command, out / "quanta.log", env=env))
     url = f"http://127.0.0.1:{port}/sparql/{dataset}"
     wait_sparql(url, process, timeout=300)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import random
 import shutil
 import socket
@@ -165,10 +164,10 @@ def throughput(dataset: Path, workers: int, clients: int, batch: list[str]) -> d
     with benchlib.quanta_up(dataset, workers=workers, quantum_ms=75, max_results=2000) as (url, pid):
         counter = multiprocessing.Value("i", 0)
         with ProcessPoolExecutor(clients, initializer=benchlib.share_batch, initargs=(counter,)) as pool:
-            before, roles_before, started = cpu_ticks(), role_cpu_s(pid), time.perf_counter()
+            before, roles_before, started = cpu_ticks(), benchlib.role_cpu_s(pid), time.perf_counter()
             results = list(pool.map(_batch_client, [url] * clients, [batch] * clients))
             seconds = time.perf_counter() - started
-            after, roles_after = cpu_ticks(), role_cpu_s(pid)
+            after, roles_after = cpu_ticks(), benchlib.role_cpu_s(pid)
     done, pages = sum(r[0] for r in results), sum(r[1] for r in results)
     assert done == len(batch)
     total = sum(after.values()) - sum(before.values())
@@ -188,30 +187,6 @@ def throughput(dataset: Path, workers: int, clients: int, batch: list[str]) -> d
         # CPU per page, by process role
         "cpu_ms_per_page": {role: round(1000 * cpu / max(1, pages), 2) for role, cpu in sorted(roles.items())},
     }
-
-
-def role_cpu_s(root: int) -> dict[str, float]:
-    """CPU seconds used so far by the processes `quanta up` started, by role (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            pid, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(pid)
-    cpu: dict[str, float] = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            command = (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")).decode()
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        role = next((r for r in ("redis-server", "gateway", "worker") if r in command), "up")
-        cpu[role] = cpu.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return cpu
 
 
 def cpu_ticks() -> dict[str, int]:
