@@ -86,7 +86,7 @@ bench-bsbm: install
 	$(BIN)/python bench/bsbm.py $(BSBM_FLAGS)
 
 ## What one quantum and one MB of results cost Redis, and how many workers one Redis keeps busy (issue 20;
-## bench/README.md), on BSBM's data as bench/bsbm.py made it. REDIS_FLAGS: e.g. --products 10k --mixes 100.
+## bench/README.md), on BSBM's data. REDIS_FLAGS: e.g. --products 284k (the docs' figures: 98.6 M triples).
 bench-redis: install
 	$(BIN)/python bench/redis_capacity.py $(REDIS_FLAGS)
 

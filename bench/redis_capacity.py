@@ -1,7 +1,7 @@
 """One Redis, how far (issue 20, part 4): what one quantum and one MB of results cost Redis, and the
 number of workers at which one Redis is saturated.
 
-    python bench/redis_capacity.py [--products 284k] [--clients 8] [--mixes 200] [--workers 2] [--gateways 2]
+    python bench/redis_capacity.py [--products 10k] [--clients 8] [--mixes 200] [--workers 2] [--gateways 2]
 
 `quanta up` on BSBM's dataset at `--products` (bench/bsbm.py's HDT file, loaded by it when missing:
 `python bench/bsbm.py --products 284k ...` makes the 100 M-triple one) against a Redis started here,
@@ -118,7 +118,9 @@ def measured(client: redis.Redis, pid: int, work: Any) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--products", type=bsbm.products_list, default=[284000], help="BSBM scale (default 284k)")
+    parser.add_argument(
+        "--products", type=bsbm.products_list, default=[10000], help="BSBM scale (default 10k; the docs: 284k)"
+    )
     parser.add_argument("--clients", type=int, default=8, help="the driver's clients (-mt)")
     parser.add_argument("--mixes", type=int, default=200, help="explore mixes")
     parser.add_argument("--workers", type=int, default=2)
