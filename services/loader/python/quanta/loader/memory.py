@@ -20,8 +20,9 @@ The counts are not known before parsing, so they come in two steps:
    linearly to the whole size. Vocabularies grow more slowly than the data (the first 32 MiB of
    watdiv-10m has 0.36 distinct terms per triple, the whole file 0.10), so this over-estimates
    typical dumps (WatDiv by about 2x); a dump whose later part is far more varied than its start can
-   still exceed it, and then the load is stopped while running when its memory reaches the
-   budget.
+   still exceed it (BSBM at 100,000 products: 5.0 GiB predicted, 5.5 used, its long reviews coming
+   after its products; at 284,000, 17.8 predicted and 15.0 used), and then the load is stopped
+   while running when its memory reaches the budget.
 """
 
 from __future__ import annotations
