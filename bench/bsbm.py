@@ -411,7 +411,7 @@ def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict
                         continue
                     xml = out / f"{server.name}-{usecase}-{clients}.xml"
                     result = driver.run(server.url, data, usecase, clients, runs, warmups, args.timeout_s, xml)
-                    scale["systems"][server.name]["runs"][usecase][str(clients)] = result
+                    done[str(clients)] = result
                     log(
                         f"{server.name} {usecase} x{clients}: QMpH {result.get('qmph')}, timeouts "
                         f"{result.get('timeouts')}, errors {result.get('errors', result.get('error'))}"
@@ -424,10 +424,15 @@ def bench_scale(driver: Driver, products: int, args: argparse.Namespace) -> dict
     return scale
 
 
+def skipped(name: str, usecase: str, args: argparse.Namespace) -> bool:
+    """Whether --skip leaves the system's use case out, qualification and runs."""
+    return f"{name}:{usecase}" in args.skip
+
+
 def left_out(name: str, usecase: str, runs: int, done: dict[str, Any], args: argparse.Namespace) -> str | None:
     """Why a measured run is not started: listed in --skip, or longer than --max-run-minutes at the
     throughput of the system's last run of the use case (more clients rarely do better on 2 cores)."""
-    if f"{name}:{usecase}" in args.skip:
+    if skipped(name, usecase, args):
         return "left out at this scale (--skip)"
     last = next((r for r in reversed(done.values()) if r.get("qmph")), None)
     if last and args.max_run_minutes:
@@ -474,7 +479,7 @@ def qualify(
     results: dict[str, Any] = {}
     for usecase in args.usecases:
         for server in [reference, *(s for s in servers if s is not reference)]:
-            if f"{server.name}:{usecase}" in args.skip:
+            if skipped(server.name, usecase, args):
                 continue
             try:
                 files[server.name, usecase] = Path(
@@ -492,11 +497,12 @@ def qualify(
             entry["reference"] = True
             continue
         for usecase in args.usecases:
-            if f"{server.name}:{usecase}" in args.skip:
+            if skipped(server.name, usecase, args):
                 entry["usecases"][usecase] = {"error": "not run (--skip)"}
                 continue
             if (reference.name, usecase) not in files:  # not checked, not failed
-                entry["usecases"][usecase] = {"error": f"{reference.name}'s qualification run failed"}
+                why = "left out (--skip)" if skipped(reference.name, usecase, args) else "failed"
+                entry["usecases"][usecase] = {"error": f"{reference.name}'s qualification run {why}"}
                 continue
             if (server.name, usecase) not in files:  # its own run failed: recorded above
                 entry["ok"] = False
@@ -848,6 +854,8 @@ def main() -> None:
         render(json.loads(args.render.read_text()))
         return
     if args.store_only:
+        if not args.add_to:
+            parser.error("--store-only needs --add-to: the result whose scales are measured again")
         saved = json.loads(args.add_to.read_text())
         for products in args.products:
             scale = saved["scales"][str(products)]
