@@ -2,10 +2,12 @@
 number of workers at which one Redis is saturated.
 
     python bench/redis_capacity.py [--products 10k] [--clients 8] [--mixes 200] [--workers 2] [--gateways 2]
+                                   [--shards 1,2,3]
 
 `quanta up` on BSBM's dataset at `--products` (bench/bsbm.py's HDT file, loaded by it when missing:
-`python bench/bsbm.py --products 284k ...` makes the 100 M-triple one) against a Redis started here,
-then two workloads through `/sparql`, each after `CONFIG RESETSTAT`:
+`python bench/bsbm.py --products 284k ...` makes the 100 M-triple one) against Redis servers started
+here (`--shards`: the queue sharded over that many, each count in turn), then two workloads through
+`/sparql`, each after `CONFIG RESETSTAT`:
 
 1. **explore**: BSBM's explore mix by its own test driver, `--clients` at once: many short queries,
    about one quantum each (the 100 M-triple workload of issue 20);
@@ -17,6 +19,7 @@ service's processes by role (from /proc). A quantum is a task, one `XADD` into t
 commands on one thread, so it is saturated when its main thread is busy all the time: with N workers
 each busy all the time, N * (quanta per worker CPU second) * (Redis CPU per quantum) = 1 second per
 second, so N = (the workers' CPU seconds) / (Redis's main-thread CPU seconds) for the same work.
+With K shards, the busiest shard's thread is the one that saturates first.
 
 Writes bench/results/redis_capacity.json and the `redis` block of docs/benchmarks.md.
 """
@@ -83,16 +86,19 @@ def read_whole(url: str, query: str) -> int:
     return size
 
 
-def measured(client: redis.Redis, pid: int, work: Any) -> dict[str, Any]:
-    """Run `work()`; what it cost Redis and the service's roles."""
-    client.config_resetstat()
-    cpu_before, roles_before = redis_figures(client)["cpu_s"], benchlib.role_cpu_s(pid)
+def measured(clients: list[redis.Redis], pid: int, work: Any) -> dict[str, Any]:
+    """Run `work()`; what it cost the Redis servers (the queue's shards, summed) and the service's roles."""
+    for client in clients:
+        client.config_resetstat()
+    cpu_before, roles_before = [redis_figures(c)["cpu_s"] for c in clients], benchlib.role_cpu_s(pid)
     started = time.perf_counter()
     extra = work()
     seconds = time.perf_counter() - started
-    figures, roles_after = redis_figures(client), benchlib.role_cpu_s(pid)
+    shards, roles_after = [redis_figures(c) for c in clients], benchlib.role_cpu_s(pid)
+    shard_cpu = [after["cpu_s"] - before for after, before in zip(shards, cpu_before, strict=True)]
+    figures = summed(shards)
     quanta = figures["commands"].get("xadd", {}).get("calls", 0)
-    redis_cpu = figures["cpu_s"] - cpu_before
+    redis_cpu, busiest = sum(shard_cpu), max(shard_cpu)
     roles = {role: round(roles_after[role] - roles_before.get(role, 0.0), 2) for role in roles_after}
     per = max(1, quanta)
     top = sorted(figures["commands"].items(), key=lambda item: -item[1]["usec"])
@@ -102,6 +108,9 @@ def measured(client: redis.Redis, pid: int, work: Any) -> dict[str, Any]:
         "quanta": quanta,
         "redis_cpu_s": round(redis_cpu, 3),
         "redis_busy": round(redis_cpu / seconds, 3),
+        # each shard's share of the quanta and of the Redis CPU
+        "shard_quanta": [s["commands"].get("xadd", {}).get("calls", 0) for s in shards],
+        "shard_cpu_s": [round(cpu, 3) for cpu in shard_cpu],
         "redis_cpu_us_per_quantum": round(redis_cpu / per * 1e6, 1),
         "commands_per_quantum": round(sum(c["calls"] for c in figures["commands"].values()) / per, 2),
         "bytes_in_per_quantum": round(figures["bytes_in"] / per),
@@ -110,10 +119,22 @@ def measured(client: redis.Redis, pid: int, work: Any) -> dict[str, Any]:
         "bytes_out": figures["bytes_out"],
         "commands": {name: {**c, "per_quantum": round(c["calls"] / per, 2)} for name, c in top[:12]},
         "cpu_s_by_role": roles,
-        # one Redis main thread at BUSY keeps this many workers busy all the time
-        "workers_at_saturation": round(BUSY * roles.get("worker", 0.0) / redis_cpu) if redis_cpu else None,
-        "gateways_at_saturation": round(BUSY * roles.get("gateway", 0.0) / redis_cpu) if redis_cpu else None,
+        # the busiest shard's main thread at BUSY keeps this many workers busy all the time
+        "workers_at_saturation": round(BUSY * roles.get("worker", 0.0) / busiest) if busiest else None,
+        "gateways_at_saturation": round(BUSY * roles.get("gateway", 0.0) / busiest) if busiest else None,
     }
+
+
+def summed(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of several Redis servers, added up."""
+    commands: dict[str, dict[str, int]] = {}
+    for shard in shards:
+        for name, c in shard["commands"].items():
+            total = commands.setdefault(name, {"calls": 0, "usec": 0})
+            total["calls"] += c["calls"]
+            total["usec"] += c["usec"]
+    keys = ("cpu_s", "bytes_in", "bytes_out")
+    return {**{k: sum(s[k] for s in shards) for k in keys}, "commands": commands}
 
 
 def main() -> None:
@@ -125,9 +146,15 @@ def main() -> None:
     parser.add_argument("--mixes", type=int, default=200, help="explore mixes")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--gateways", type=int, default=2)
+    parser.add_argument(
+        "--shards", type=lambda s: [int(k) for k in s.split(",")], default=[1, 2],
+        help="Redis servers to shard the queue over, each count in turn (default 1,2)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, help="where the JSON goes (default bench/results/redis_capacity.json)")
     parser.add_argument("--render", type=Path, help="only rewrite the docs from a saved result")
     args = parser.parse_args()
+    if max(args.shards) > args.workers:
+        parser.error("every shard needs a worker of its own: --workers at least the largest --shards")
     if args.render:
         benchlib.replace_block(DOC, "redis", render(json.loads(args.render.read_text())))
         return
@@ -142,40 +169,22 @@ def main() -> None:
         "machine": benchlib.machine({"redis": "redis"}, {"redis_server": ["redis-server", "--version"]}),
         "products": products,
         "triples": generated["triples"],
-        "settings": {"workers": args.workers, "gateways": args.gateways, "clients": args.clients, "mixes": args.mixes},
+        "settings": {
+            "workers": args.workers,
+            "gateways": args.gateways,
+            "clients": args.clients,
+            "mixes": args.mixes,
+            "shards": args.shards,
+        },
     }
     out.mkdir(parents=True, exist_ok=True)
     source = hdt if hdt.exists() else data / bsbm.DUMP
-    for name, env in CONFIGS.items():
-        with ExitStack() as stack, redis_server() as server:
-            quanta = start_quanta(
-                stack, source, out, workers=args.workers, gateways=args.gateways, redis_url=server.url, env=env
+    for shards in args.shards:
+        in_page_cache(out)  # each run starts warm, the first as the others (the store is GBs)
+        for name, env in CONFIGS.items():
+            result.setdefault("runs", {}).setdefault(str(shards), {})[name] = run_config(
+                args, driver, data, out, source, shards, name, env
             )
-            client = redis.Redis.from_url(server.url, decode_responses=True)
-            bsbm.log(f"{name}: quanta up on {products:,} products, {env or 'as deployed'}")
-
-            def explore(url: str = quanta.url) -> dict[str, Any]:
-                xml = out / "redis-explore.xml"
-                run = driver.run(url, data, "explore", args.clients, args.mixes, 10, 60, xml)
-                return {"qmph": run.get("qmph"), "errors": run.get("errors", run.get("error"))}
-
-            def long(url: str = quanta.url) -> dict[str, Any]:
-                with ThreadPoolExecutor(2) as pool:
-                    sizes = list(pool.map(lambda q: read_whole(url, q), bsbm.PREEMPTED))
-                return {"result_bytes": sum(sizes)}
-
-            runs = result.setdefault("runs", {}).setdefault(name, {})
-            runs["explore"] = measured(client, quanta.pid, explore)
-            bsbm.log(f"{name}, explore: {runs['explore']}")
-            if name == "deployed":
-                runs["long"] = long_run = measured(client, quanta.pid, long)
-                mb = long_run["result_bytes"] / 2**20
-                long_run["redis_cpu_ms_per_result_mb"] = round(long_run["redis_cpu_s"] / mb * 1000, 2)
-                long_run["redis_bytes_per_result_byte"] = round(
-                    (long_run["bytes_in"] + long_run["bytes_out"]) / long_run["result_bytes"], 2
-                )
-                long_run["result_mb_per_s_at_saturation"] = round(BUSY * mb / long_run["redis_cpu_s"])
-                bsbm.log(f"{name}, long: {long_run}")
     out_file = args.out or RESULTS
     out_file.write_text(json.dumps(result, indent=1) + "\n")
     print(f"results: {out_file}")
@@ -183,8 +192,55 @@ def main() -> None:
         benchlib.replace_block(DOC, "redis", render(result))
 
 
+def in_page_cache(folder: Path) -> None:
+    """Read the store's files (HDT and side index) through, into the page cache."""
+    for path in folder.glob("bsbm.hdt*"):
+        with path.open("rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def run_config(
+    args: argparse.Namespace, driver: bsbm.Driver, data: Path, out: Path, source: Path, shards: int, name: str,
+    env: dict[str, str],
+) -> dict[str, Any]:  # fmt: skip
+    """Both workloads on `quanta up` over `shards` Redis servers, configured by `env`."""
+    with ExitStack() as stack:
+        servers = [stack.enter_context(redis_server()) for _ in range(shards)]
+        quanta = start_quanta(
+            stack, source, out, workers=args.workers, gateways=args.gateways,
+            redis_url=",".join(s.url for s in servers), env=env,
+        )  # fmt: skip
+        clients = [redis.Redis.from_url(s.url, decode_responses=True) for s in servers]
+        bsbm.log(f"{name}: quanta up on {args.products[0]:,} products, {shards} shard(s), {env or 'as deployed'}")
+
+        def explore() -> dict[str, Any]:
+            xml = out / "redis-explore.xml"
+            run = driver.run(quanta.url, data, "explore", args.clients, args.mixes, 10, 60, xml)
+            return {"qmph": run.get("qmph"), "errors": run.get("errors", run.get("error"))}
+
+        def long() -> dict[str, Any]:
+            with ThreadPoolExecutor(2) as pool:
+                sizes = list(pool.map(lambda q: read_whole(quanta.url, q), bsbm.PREEMPTED))
+            return {"result_bytes": sum(sizes)}
+
+        runs = {"explore": measured(clients, quanta.pid, explore)}
+        bsbm.log(f"{name}, explore: {runs['explore']}")
+        if name == "deployed":
+            runs["long"] = long_run = measured(clients, quanta.pid, long)
+            mb = long_run["result_bytes"] / 2**20
+            long_run["redis_cpu_ms_per_result_mb"] = round(long_run["redis_cpu_s"] / mb * 1000, 2)
+            long_run["redis_bytes_per_result_byte"] = round(
+                (long_run["bytes_in"] + long_run["bytes_out"]) / long_run["result_bytes"], 2
+            )
+            long_run["result_mb_per_s_at_saturation"] = round(BUSY * mb / max(long_run["shard_cpu_s"]))
+            bsbm.log(f"{name}, long: {long_run}")
+        return runs
+
+
 def render(r: dict[str, Any]) -> str:
-    m, runs = r["machine"], r["runs"]
+    m, by_shards = r["machine"], r["runs"]
+    runs = by_shards[min(by_shards, key=int)]
     columns = [
         (f"explore mix, {r['settings']['clients']} clients, as deployed", runs["deployed"]["explore"]),
         ("explore mix, every quantum queued", runs["queued"]["explore"]),
@@ -232,7 +288,40 @@ def render(r: dict[str, Any]) -> str:
         + "; ".join(f"{name}: {commands(c)}" for name, c in columns)
         + ".",
     ]
+    if len(by_shards) > 1:
+        lines += ["", *render_shards(by_shards)]
     return "\n".join(lines) + "\n"
+
+
+def render_shards(by_shards: dict[str, dict[str, Any]]) -> list[str]:
+    """The same workloads with the queue sharded: how the quanta split, and the busiest shard."""
+    counts = sorted(by_shards, key=int)
+
+    def row(name: str, cell: Any) -> str:
+        return f"| {name} | " + " | ".join(str(cell(by_shards[k])) for k in counts) + " |"
+
+    def split(run: dict[str, Any]) -> str:
+        return " / ".join(f"{q:,}" for q in run["shard_quanta"])
+
+    def per_quantum(run: dict[str, Any]) -> str:
+        return f"{run['redis_cpu_us_per_quantum']}"
+
+    return [
+        "With the queue sharded (`--shards`), the same runs:",
+        "",
+        "| Redis shards | " + " | ".join(counts) + " |",
+        "|---|" + "---|" * len(counts),
+        row("explore, every quantum queued: quanta per shard", lambda r: split(r["queued"]["explore"])),
+        row("Redis CPU per quantum, µs (all shards)", lambda r: per_quantum(r["queued"]["explore"])),
+        row("busiest shard's thread: CPU s", lambda r: max(r["queued"]["explore"]["shard_cpu_s"])),
+        row(
+            f"workers the shards keep busy (the busiest {BUSY:.0%} busy): every quantum queued",
+            lambda r: r["queued"]["explore"]["workers_at_saturation"],
+        ),
+        row("the same, as deployed", lambda r: r["deployed"]["explore"]["workers_at_saturation"]),
+        row("MB of results per second (1 MiB pages)", lambda r: r["deployed"]["long"]["result_mb_per_s_at_saturation"]),
+        row("explore QMpH, every quantum queued", lambda r: f"{r['queued']['explore']['qmph']:,.0f}"),
+    ]
 
 
 if __name__ == "__main__":

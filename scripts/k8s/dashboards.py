@@ -27,21 +27,23 @@ SERVICE = {
     "title": "quanta: service",
     "description": "Queue, workers, throughput and HTTP answers of a quanta release.",
     "panels": [
+        # The queue's gauges: a series per gateway and shard; every gateway reads the same shards
+        # (max by shard), the shards add up (sum).
         (
             "Queue depth and lag",
             "short",
             [
-                ("max(quanta_queue_depth)", "depth (queued + running)"),
-                ("max(quanta_queue_lag)", "lag (not yet delivered)"),
-                ("max(quanta_queue_pending)", "pending (running)"),
+                ("sum(max by (shard) (quanta_queue_depth))", "depth (queued + running)"),
+                ("sum(max by (shard) (quanta_queue_lag))", "lag (not yet delivered)"),
+                ("sum(max by (shard) (quanta_queue_pending))", "pending (running)"),
             ],
         ),
         (
             "Workers against queue depth",
             "short",
             [
-                ("max(quanta_workers)", "live workers"),
-                ("max(quanta_queue_depth)", "queue depth"),
+                ("sum(max by (shard) (quanta_workers))", "live workers"),
+                ("sum(max by (shard) (quanta_queue_depth))", "queue depth"),
             ],
         ),
         (
@@ -76,6 +78,15 @@ SERVICE = {
                 ("sum(rate(quanta_queries_completed_total[$__rate_interval]))", "completed"),
             ],
         ),
+        (
+            "Queue lag and live workers per shard",
+            "short",
+            [
+                ("max by (shard) (quanta_queue_lag)", "lag, shard {{shard}}"),
+                ("max by (shard) (quanta_workers)", "workers, shard {{shard}}"),
+            ],
+        ),
+        ("Redis reached per shard (1: yes)", "short", [("max by (shard) (quanta_redis_up)", "shard {{shard}}")]),
     ],
 }
 

@@ -312,6 +312,7 @@ schema = obj(
         ),
         "redis": obj(
             {
+                "shards": i("Redis servers the queue is spread over, each with its own workers", 1),
                 "timeoutSeconds": n("QUANTA_REDIS_TIMEOUT_S", exclusiveMinimum=0),
                 "connectTimeoutSeconds": n("QUANTA_REDIS_CONNECT_TIMEOUT_S", exclusiveMinimum=0),
                 "embedded": obj(
@@ -336,8 +337,11 @@ schema = obj(
                 ),
                 "external": obj(
                     {
-                        "url": s("redis:// or rediss://", pattern="^(|rediss?://.*)$"),
-                        "urlSecret": s("Secret with key url"),
+                        "url": s(
+                            "redis:// or rediss://; several shards: one URL each, comma-separated",
+                            pattern="^(|rediss?://.*)$",
+                        ),
+                        "urlSecret": s("Secret with key url (one shard)"),
                         "passwordSecret": s("Secret with key password"),
                         "tls": obj(
                             {

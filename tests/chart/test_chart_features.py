@@ -290,6 +290,153 @@ class TestExternalRedis:
         assert variables["QUANTA_REDIS_SENTINEL_PASSWORD"]["secretKeyRef"]["key"] == "sentinel-password"
 
 
+def matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels, matchExpressions with In) selects these labels."""
+    plain = all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+    expressions = selector.get("matchExpressions", [])
+    assert all(e["operator"] == "In" for e in expressions)
+    return plain and all(labels.get(e["key"]) in e["values"] for e in expressions)
+
+
+def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
+    return dict(workload["spec"]["template"]["metadata"]["labels"])
+
+
+def by_name(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+class TestRedisShards:
+    """redis.shards: the queue over K Redis servers, each with its own workers (a Deployment per
+    shard, on its shard's URL); the gateways list every shard, in order."""
+
+    SHARDS = {"redis": {"shards": 3}}
+    URLS = ["redis://quanta-redis:6379/0", "redis://quanta-redis-1:6379/0", "redis://quanta-redis-2:6379/0"]
+    EXTERNAL = {
+        "redis": {
+            "shards": 2,
+            "embedded": {"enabled": False},
+            "external": {
+                "url": "rediss://a.example:6380/2, rediss://b.example:6381/3",
+                "passwordSecret": "redis-auth",
+                "tls": {"secret": "redis-tls"},
+            },
+        }
+    }
+
+    def test_one_shard_renders_as_before(self, render, one) -> None:
+        """The default: one Redis pod behind quanta-redis, one worker Deployment with the
+        selector it always had (an upgrade changes no immutable field)."""
+        docs = render({"redis": {"shards": 1}, **KEDA})
+        assert kinds(docs) == kinds(render(KEDA))
+        assert one(docs, "StatefulSet")["spec"]["replicas"] == 1
+        assert sorted(by_name(docs, "Service")) == ["quanta-gateway", "quanta-redis"]
+        assert one(docs, "Service", "-redis")["spec"]["selector"] == {
+            "app.kubernetes.io/name": "quanta", "app.kubernetes.io/instance": "quanta",
+            "app.kubernetes.io/component": "redis",
+        }  # fmt: skip
+        worker = one(docs, "Deployment", "-worker")
+        assert worker["metadata"]["name"] == "quanta-worker"
+        assert set(worker["spec"]["selector"]["matchLabels"]) == {
+            "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+        }  # fmt: skip
+        assert "quanta.io/shard" not in pod_labels(worker)
+        assert env(worker)["QUANTA_REDIS_URL"] == env(one(docs, "Deployment", "-gateway"))["QUANTA_REDIS_URL"]
+        assert one(docs, "ScaledObject")["spec"]["scaleTargetRef"] == {"name": "quanta-worker"}
+
+    def test_embedded_one_redis_pod_and_service_per_shard(self, render, one) -> None:
+        docs = render(self.SHARDS)
+        redis = one(docs, "StatefulSet", "-redis")
+        assert redis["spec"]["replicas"] == 3
+        # the serviceName is immutable: the one it always had, whatever the shard count
+        assert redis["spec"]["serviceName"] == "quanta-redis"
+        assert redis["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"  # a volume per pod
+        services = {n: s for n, s in by_name(docs, "Service").items() if "redis" in n}
+        assert sorted(services) == ["quanta-redis", "quanta-redis-1", "quanta-redis-2"]
+        # the pods' labels, as the StatefulSet controller gives them
+        pods = [{**pod_labels(redis), "statefulset.kubernetes.io/pod-name": f"quanta-redis-{i}"} for i in range(3)]
+        for i, url in enumerate(self.URLS):
+            # shard i's URL names a Service that selects the StatefulSet's pod i, and only it
+            selector = {"matchLabels": services[url.split("//")[1].split(":")[0]]["spec"]["selector"]}
+            assert [j for j, labels in enumerate(pods) if matches(selector, labels)] == [i]
+
+    def test_a_worker_deployment_per_shard_on_its_shards_url(self, render, one) -> None:
+        docs = render(self.SHARDS)
+        workers = {n: d for n, d in by_name(docs, "Deployment").items() if "-worker" in n}
+        assert sorted(workers) == ["quanta-worker-0", "quanta-worker-1", "quanta-worker-2"]
+        for i, url in enumerate(self.URLS):
+            worker = workers[f"quanta-worker-{i}"]
+            assert env(worker)["QUANTA_REDIS_URL"] == url
+            assert worker["spec"]["selector"]["matchLabels"]["quanta.io/shard"] == str(i)
+            assert worker["spec"]["replicas"] == 2  # worker.replicas is per shard
+        # no two Deployments' selectors overlap
+        for name, worker in workers.items():
+            selecting = [n for n, d in workers.items() if matches(d["spec"]["selector"], pod_labels(worker))]
+            assert selecting == [name]
+        assert env(one(docs, "Deployment", "-gateway"))["QUANTA_REDIS_URL"] == ",".join(self.URLS)
+
+    def test_keda_a_scaled_object_per_shard_on_its_shards_stream(self, render) -> None:
+        docs = render({**self.SHARDS, **KEDA})
+        scaled = by_name(docs, "ScaledObject")
+        assert sorted(scaled) == ["quanta-worker-0", "quanta-worker-1", "quanta-worker-2"]
+        for i, address in enumerate(["quanta-redis:6379", "quanta-redis-1:6379", "quanta-redis-2:6379"]):
+            spec = scaled[f"quanta-worker-{i}"]["spec"]
+            assert spec["scaleTargetRef"] == {"name": f"quanta-worker-{i}"}
+            assert spec["triggers"][0]["metadata"]["address"] == address
+            assert "databaseIndex" not in spec["triggers"][0]["metadata"]
+        assert "replicas" not in by_name(docs, "Deployment")["quanta-worker-1"]["spec"]
+
+    def test_hpa_a_shards_workers_follow_its_own_series(self, render) -> None:
+        docs = render({"redis": {"shards": 2}, "worker": {"autoscaling": {"hpa": {"enabled": True}}}})
+        hpas = by_name(docs, "HorizontalPodAutoscaler")
+        assert sorted(hpas) == ["quanta-worker-0", "quanta-worker-1"]
+        for i in range(2):
+            spec = hpas[f"quanta-worker-{i}"]["spec"]
+            assert spec["scaleTargetRef"]["name"] == f"quanta-worker-{i}"
+            assert jmespath.search("metrics[0].external.metric.selector.matchLabels", spec) == {
+                "service": "quanta-gateway", "shard": str(i),
+            }  # fmt: skip
+
+    def test_a_disruption_budget_per_deployment(self, render) -> None:
+        docs = render({"redis": {"shards": 2}, "worker": {"podDisruptionBudget": {"enabled": True}}})
+        budgets = by_name(docs, "PodDisruptionBudget")
+        workers = {n: d for n, d in by_name(docs, "Deployment").items() if "-worker" in n}
+        assert sorted(n for n in budgets if "-worker" in n) == sorted(workers) == ["quanta-worker-0", "quanta-worker-1"]
+        for name, worker in workers.items():
+            assert budgets[name]["spec"]["selector"] == worker["spec"]["selector"]
+
+    def test_external_one_url_per_shard(self, render, one) -> None:
+        docs = render({**self.EXTERNAL, **KEDA})
+        assert not [d for d in docs if d["kind"] == "StatefulSet"]
+        assert list(by_name(docs, "Service")) == ["quanta-gateway"]
+        gateway = env(one(docs, "Deployment", "-gateway"))
+        assert gateway["QUANTA_REDIS_URL"] == "rediss://a.example:6380/2,rediss://b.example:6381/3"
+        scaled = by_name(docs, "ScaledObject")
+        for i, (url, address, db) in enumerate([("rediss://a.example:6380/2", "a.example:6380", "2"),
+                                                ("rediss://b.example:6381/3", "b.example:6381", "3")]):  # fmt: skip
+            variables = env(one(docs, "Deployment", f"-worker-{i}"))
+            assert variables["QUANTA_REDIS_URL"] == url
+            # the connection settings apply to every shard
+            assert variables["QUANTA_REDIS_PASSWORD"] == gateway["QUANTA_REDIS_PASSWORD"]
+            assert variables["QUANTA_REDIS_TLS_CA_FILE"] == "/etc/quanta/redis-tls/ca.crt"
+            metadata = scaled[f"quanta-worker-{i}"]["spec"]["triggers"][0]["metadata"]
+            assert (metadata["address"], metadata["databaseIndex"]) == (address, db)
+            assert scaled[f"quanta-worker-{i}"]["spec"]["triggers"][0]["authenticationRef"] == {"name": "quanta-redis"}
+        one(docs, "TriggerAuthentication")  # one, shared by the shards
+
+    def test_network_policies_let_every_worker_and_gateway_reach_every_redis_pod(self, render, one) -> None:
+        docs = render(self.SHARDS)
+        redis = pod_labels(one(docs, "StatefulSet", "-redis"))  # every pod's, whatever its shard
+        redis_policy, worker_policy = one(docs, "NetworkPolicy", "-redis"), one(docs, "NetworkPolicy", "-worker")
+        assert matches(redis_policy["spec"]["podSelector"], redis)
+        allowed = redis_policy["spec"]["ingress"][0]["from"][0]["podSelector"]
+        for name, deployment in by_name(docs, "Deployment").items():
+            assert matches(allowed, pod_labels(deployment)), name
+            if "-worker" in name:
+                assert matches(worker_policy["spec"]["podSelector"], pod_labels(deployment)), name
+                assert matches(worker_policy["spec"]["egress"][1]["to"][0]["podSelector"], redis)
+
+
 class TestCatalogAndData:
     def catalog(self, render: Any, one: Any, values: dict[str, Any], tmp_path: Path) -> dict[str, Dataset]:
         """The rendered catalog, as the service reads it."""

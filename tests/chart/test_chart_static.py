@@ -38,6 +38,18 @@ MATRIX: dict[str, dict[str, Any]] = {
         "worker": {"autoscaling": {"keda": {"enabled": True}}},
     },
     "ingress": {"gateway": {"ingress": {"enabled": True, "host": "sparql.example", "tlsSecret": "sparql-tls"}}},
+    "shards-embedded-keda": {
+        "redis": {"shards": 3},
+        "worker": {"podDisruptionBudget": {"enabled": True}, "autoscaling": {"keda": {"enabled": True}}},
+    },
+    "shards-external-hpa": {
+        "redis": {
+            "shards": 2,
+            "embedded": {"enabled": False},
+            "external": {"url": "rediss://a.example:6380/0,rediss://b.example:6380/0", "tls": {"secret": "redis-tls"}},
+        },
+        "worker": {"podDisruptionBudget": {"enabled": True}, "autoscaling": {"hpa": {"enabled": True}}},
+    },
     "everything": {
         "gateway": {"autoscaling": {"enabled": True}, "ingress": {"enabled": True, "host": "sparql.example"}},
         "worker": {
@@ -74,6 +86,15 @@ def test_the_values_matrix_renders_valid_objects(render, name: str) -> None:
 
 
 DATASET = {"path": "d.hdt", "quantumMs": 1, "maxResults": 1, "planMode": "auto", "planThresholdBytes": 1}
+
+
+def external(url: str, shards: int | None = None, **more: Any) -> dict[str, Any]:
+    """Values for an external Redis at `url` (a comma-separated list: one URL per shard)."""
+    redis: dict[str, Any] = {"embedded": {"enabled": False}, "external": {"url": url, **more}}
+    return {"redis": redis if shards is None else {**redis, "shards": shards}}
+
+
+SENTINELS = {"enabled": True, "hosts": ["s:26379"]}
 
 
 @pytest.mark.parametrize(
@@ -142,6 +163,35 @@ def test_the_schema_refuses_unknown_keys(render_error, values: dict[str, Any]) -
                 "tests": {"dataset": "a"},
             },
             "several datasets have default: true (a, b)",
+        ),
+        # redis.shards: each shard a Redis of its own, known by its address
+        ({"redis": {"shards": 0}}, "at '/redis/shards': minimum: got 0, want 1"),
+        ({"redis": {"shards": "2"}}, "at '/redis/shards': got string, want integer"),
+        (
+            external("redis://a:6379/0,redis://b:6379/0"),
+            "redis.shards is 1 but redis.external.url lists 2 (one Redis URL per shard, comma-separated):"
+            " set redis.shards=2 or list 1 URLs",
+        ),
+        (external("redis://a:6379/0", shards=3), "redis.shards is 3 but redis.external.url lists 1"),
+        (external("redis://a:6379/0,redis://a:6379/0", shards=2), "lists one Redis URL twice"),
+        (external("redis://a:6379/0,http://b:6379/0", shards=2), "url (shard 1) is not a redis:// or rediss:// URL"),
+        (
+            external("rediss://a:6380/0,redis://b:6379/0", shards=2, tls={"secret": "t"}),
+            "redis.external.tls.secret is set but redis.external.url (shard 1) is not rediss://",
+        ),
+        (
+            external("redis:///0,redis:///1", shards=2, sentinel=SENTINELS),
+            "redis.shards > 1 does not work with redis.external.sentinel",
+        ),
+        (
+            {"redis": {"shards": 2, "embedded": {"enabled": False}, "external": {"urlSecret": "urls"}}},
+            "redis.shards > 1 cannot take the URLs from redis.external.urlSecret (each shard's workers need their own"
+            " URL): list them in redis.external.url, comma-separated, and put the password in"
+            " redis.external.passwordSecret",
+        ),
+        (
+            {"redis": {"shards": 2}, "hostNetwork": True, "gateway": {"port": 18000}},
+            "redis.shards > 1 needs the pod network",
         ),
     ],
 )

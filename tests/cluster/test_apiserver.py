@@ -91,6 +91,41 @@ def test_upgrade_keeps_the_signing_key_and_rollback_restores(apiserver) -> None:
     assert [h["status"] for h in history] == ["superseded", "superseded", "deployed"]
 
 
+def test_a_release_on_one_shard_upgrades_to_two_and_back(apiserver) -> None:
+    """redis.shards: a Redis pod (its own volume and Service) and a worker Deployment and ScaledObject
+    per shard. Going from one shard to two changes no immutable field (the StatefulSet keeps its
+    serviceName), and shard 1's Service reaches pod 1 only (the controller's pod-name label)."""
+    args = ["-n", "sharded", "--wait", "--timeout", "2m", "--set", "worker.autoscaling.keda.enabled=true"]
+
+    def deployments() -> dict[str, int]:
+        return {d["metadata"]["name"]: d["status"].get("readyReplicas", 0)
+                for d in apiserver.get("deployments", "-n", "sharded")["items"]}  # fmt: skip
+
+    def scaled() -> dict[str, str]:
+        return {s["metadata"]["name"]: s["spec"]["triggers"][0]["metadata"]["address"]
+                for s in apiserver.get("scaledobjects", "-n", "sharded")["items"]}  # fmt: skip
+
+    apiserver.helm("install", "sh", CHART, "--create-namespace", *args)
+    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker": 1}
+    apiserver.helm("upgrade", "sh", CHART, *args, "--set", "redis.shards=2")
+    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker-0": 1, "sh-quanta-worker-1": 1}
+    assert scaled() == {"sh-quanta-worker-0": "sh-quanta-redis:6379", "sh-quanta-worker-1": "sh-quanta-redis-1:6379"}
+    assert apiserver.get("statefulset", "sh-quanta-redis", "-n", "sharded")["status"]["readyReplicas"] == 2
+    for i in range(2):
+        assert apiserver.get("pvc", f"data-sh-quanta-redis-{i}", "-n", "sharded")["status"]["phase"] == "Bound"
+
+    def endpoints(service: str) -> list[str]:
+        slices = apiserver.get("endpointslices", "-n", "sharded", "-l", f"kubernetes.io/service-name={service}")
+        return sorted(e["targetRef"]["name"] for s in slices["items"] for e in s.get("endpoints") or [])
+
+    for service, pod in (("sh-quanta-redis", "sh-quanta-redis-0"), ("sh-quanta-redis-1", "sh-quanta-redis-1")):
+        apiserver.wait_until(lambda: endpoints(service) == [pod], what=f"{service} -> {pod}")  # noqa: B023
+    apiserver.helm("upgrade", "sh", CHART, *args, "--set", "redis.shards=1")
+    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker": 1}
+    assert scaled() == {"sh-quanta-worker": "sh-quanta-redis:6379"}
+    apiserver.wait_until(lambda: endpoints("sh-quanta-redis") == ["sh-quanta-redis-0"], what="one Redis pod left")
+
+
 def test_uninstall_leaves_nothing_behind(apiserver) -> None:
     apiserver.helm("install", "gone", CHART, "-n", "gone", "--create-namespace", "--wait", "--timeout", "2m",
                    "--set", "worker.autoscaling.keda.enabled=true",

@@ -15,6 +15,7 @@ import httpx
 from quanta.common.redis_server import free_port
 from quanta.engine.storage import open_store
 from quanta.testkit.engine import run_paged
+from quanta.testkit.gateway import follow
 
 QUERY = "SELECT ?s ?o WHERE { ?s <http://db.uwaterloo.ca/~galuc/wsdbm/likes> ?o }"
 COMMAND = [sys.executable, "-m", "quanta.cli.main"]
@@ -105,3 +106,40 @@ def test_client_reports_an_unreachable_service_in_one_line() -> None:
     )
     assert out.returncode == 1
     assert out.stderr.startswith("quanta client: cannot reach") and out.stderr.count("\n") == 1
+
+
+def test_up_with_the_queue_sharded_answers_as_with_one_redis(tmp_path) -> None:
+    """Two Redis shards, a worker on each; pages of 100 rows and no first quantum in the gateway, so
+    a query's many quanta go through both shards (by value), and a plan kept by reference resumes
+    in its own."""
+    sample = tmp_path / "watdiv-100k.hdt"
+    sample.write_bytes((Path(__file__).resolve().parents[2] / "data/watdiv-100k.hdt").read_bytes())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if k != "QUANTA_SECRET_KEYS"} | {"QUANTA_LOCAL_QUANTUM_MS": "0"}
+    args = ["--port", str(port), "--workers", "2", "--shards", "2", "--max-results", "100"]
+    args += ["--dataset", f"sample={sample}"]
+    up = subprocess.Popen(
+        [*COMMAND, "up", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert up.stdout is not None
+        assert "over 2 Redis shards" in up.stdout.readline()
+        ready = httpx.get(f"{url}/readyz").json()
+        assert ready["shards"] == [{"redis": True, "workers": 1}, {"redis": True, "workers": 1}]
+        _, expected, _, _ = run_paged(open_store(str(sample), name="watdiv-100k"), QUERY, None)
+        rows = {(s, o) for s, o in expected}
+        with httpx.Client(base_url=url, timeout=120) as client:
+            answer = client.post(
+                "/sparql", data={"query": QUERY}, headers={"accept": "application/sparql-results+json"}
+            )
+            assert answer.status_code == 200, answer.text
+            bindings = answer.json()["results"]["bindings"]
+            assert len(bindings) == len(expected) and {(b["s"]["value"], b["o"]["value"]) for b in bindings} == rows
+            pages = follow(client, "sample", {"query": QUERY, "plan": "reference"})
+        assert len(pages) > 2 and {p["stats"]["plan"] for p in pages[:-1]} == {"reference"}
+        paged = [(b["s"]["value"], b["o"]["value"]) for p in pages for b in p["results"]["bindings"]]
+        assert len(paged) == len(expected) and set(paged) == rows
+    finally:
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=30) == 0

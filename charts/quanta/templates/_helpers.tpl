@@ -40,24 +40,74 @@ imagePullPolicy: {{ .image.pullPolicy }}
 {{- ternary .path (printf "%s/%s" .root.Values.data.mountPath .path) (hasPrefix "/" .path) | toJson }}
 {{- end -}}
 
-{{- define "quanta.redisHost" -}}
-{{- if .Values.hostNetwork -}}127.0.0.1{{- else -}}{{ include "quanta.fullname" . }}-redis{{- end -}}
+{{/* The embedded Redis's Service for shard i; pass (dict "root" $ "shard" i). Shard 0 keeps
+<fullname>-redis (its address before sharding), shard i > 0 has <fullname>-redis-<i>: per-shard
+ClusterIP Services, because the StatefulSet's serviceName (immutable) names that ClusterIP Service,
+so its pods get no DNS names of their own. */}}
+{{- define "quanta.redisShardService" -}}
+{{- include "quanta.fullname" .root }}-redis{{ if gt (int .shard) 0 }}-{{ .shard }}{{ end }}
 {{- end -}}
 
-{{/* QUANTA_REDIS_* for every role: the embedded Redis, or the external one with TLS and Sentinel. */}}
-{{- define "quanta.redisEnv" -}}
+{{/* The queue's shards, in order: their Redis URLs as a JSON list (read it with fromJsonArray).
+Embedded: one per StatefulSet pod; external: redis.external.url split at commas, as the services
+split QUANTA_REDIS_URL (blanks trimmed, empty items dropped); with urlSecret alone, empty. */}}
+{{- define "quanta.redisUrls" -}}
 {{- $r := .Values.redis -}}
-{{- if $r.embedded.enabled }}
-- name: QUANTA_REDIS_URL
-  value: {{ printf "redis://%s:%d/0" (include "quanta.redisHost" .) (int $r.embedded.port) | quote }}
-{{- else }}
-{{- if $r.external.urlSecret }}
+{{- $urls := list -}}
+{{- if $r.embedded.enabled -}}
+{{- range $i := until (int $r.shards) -}}
+{{- $host := ternary "127.0.0.1" (include "quanta.redisShardService" (dict "root" $ "shard" $i)) $.Values.hostNetwork -}}
+{{- $urls = append $urls (printf "redis://%s:%d/0" $host (int $r.embedded.port)) -}}
+{{- end -}}
+{{- else -}}
+{{- range splitList "," $r.external.url }}{{ with trim . }}{{ $urls = append $urls . }}{{ end }}{{ end -}}
+{{- end -}}
+{{- toJson $urls -}}
+{{- end -}}
+
+{{/* Several shards: objects per shard are named <name>-<i> and workers carry their shard's label. */}}
+{{- define "quanta.sharded" -}}
+{{- if gt (int .Values.redis.shards) 1 }}true{{ end -}}
+{{- end -}}
+
+{{/* The worker Deployment of shard i (and its autoscaler, PDB); pass (dict "root" $ "shard" i). */}}
+{{- define "quanta.workerName" -}}
+{{- include "quanta.fullname" .root }}-worker{{ if include "quanta.sharded" .root }}-{{ .shard }}{{ end }}
+{{- end -}}
+
+{{/* Its selector: with several shards the shard's label too, so no two Deployments' selectors overlap. */}}
+{{- define "quanta.workerSelectorLabels" -}}
+{{ include "quanta.selectorLabels" (dict "root" .root "component" "worker") }}
+{{- if include "quanta.sharded" .root }}
+quanta.io/shard: {{ .shard | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "quanta.workerLabels" -}}
+{{ include "quanta.labels" (dict "root" .root "component" "worker") }}
+{{- if include "quanta.sharded" .root }}
+quanta.io/shard: {{ .shard | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* QUANTA_REDIS_* for every role: the embedded Redis, or the external one with TLS and Sentinel.
+Pass (dict "root" $ "shard" i) for a worker (its shard's URL), (dict "root" $) for the gateway
+(every shard's, comma-separated, in order). */}}
+{{- define "quanta.redisEnv" -}}
+{{- $r := .root.Values.redis -}}
+{{- $urls := include "quanta.redisUrls" .root | fromJsonArray -}}
+{{- if and (not $r.embedded.enabled) $r.external.urlSecret }}
 - name: QUANTA_REDIS_URL
   valueFrom: {secretKeyRef: {name: {{ $r.external.urlSecret | quote }}, key: url}}
 {{- else }}
 - name: QUANTA_REDIS_URL
-  value: {{ $r.external.url | quote }}
+  {{- if hasKey . "shard" }}
+  value: {{ if lt (int .shard) (len $urls) }}{{ index $urls (int .shard) | quote }}{{ else }}""{{ end }}{{/* else check-values says why */}}
+  {{- else }}
+  value: {{ join "," $urls | quote }}
+  {{- end }}
 {{- end }}
+{{- if not $r.embedded.enabled }}
 {{- if $r.external.passwordSecret }}
 - name: QUANTA_REDIS_PASSWORD
   valueFrom: {secretKeyRef: {name: {{ $r.external.passwordSecret | quote }}, key: password}}

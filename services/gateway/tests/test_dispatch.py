@@ -5,22 +5,16 @@ task again later. Real Redis; the workers' side is the in-test consumer."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 import redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from quanta.common import keys
-from quanta.common.connect import async_client
 from quanta.common.redis_server import free_port
 from quanta.gateway.config import Settings
 from quanta.gateway.tasks import pages
-from quanta.gateway.tasks.admission import Admitter
 from quanta.gateway.tasks.dispatch import (
     Answered,
-    Dispatcher,
     Failed,
     Outcome,
     QueueFull,
@@ -28,40 +22,19 @@ from quanta.gateway.tasks.dispatch import (
     RedisDown,
     ReplyTimeout,
 )
-from quanta.gateway.tasks.resp import RespPool
 from quanta.queue.v1 import queue_pb2
 from quanta.sparql import term_rows
 from quanta.sparql.errors import ErrorKind
 from quanta.sparql.results import write
-from quanta.testkit.gateway import paging_handler
+from quanta.testkit.gateway import dispatch as dispatch_tasks
+from quanta.testkit.gateway import new_task, paging_handler
 
 
 def dispatch(
-    settings: Settings,
-    times: int = 1,
-    client: str = "ip:127.0.0.1",
-    rows: queue_pb2.RowFormat = queue_pb2.ROW_FORMAT_JSON,
+    settings: Settings, times: int = 1, rows: queue_pb2.RowFormat = queue_pb2.ROW_FORMAT_JSON
 ) -> list[Outcome]:
-    """Run `times` tasks through a dispatcher built as the gateway builds it."""
-
-    async def go() -> list[Outcome]:
-        redis_client = async_client(settings.redis, retry=Retry(NoBackoff(), 1))
-        pool = RespPool(settings.redis)
-        admitter = Admitter(settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s)
-        dispatcher = Dispatcher(
-            redis_client, pool, admitter, command_timeout_s=settings.redis.socket_timeout_s,
-            reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
-        )  # fmt: skip
-        try:
-            tasks = [
-                queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}", rows=rows) for _ in range(times)
-            ]
-            return [await dispatcher.run(client, task) for task in tasks]
-        finally:
-            await redis_client.aclose()
-            pool.close()
-
-    return asyncio.run(go())
+    """`times` new tasks through a dispatcher built as the gateway builds it."""
+    return dispatch_tasks(settings, [new_task(rows) for _ in range(times)])
 
 
 def test_a_page(settings, consumer) -> None:

@@ -56,8 +56,8 @@ def test_counters_move(settings, serve, consumer) -> None:
 def test_queue_gauges_from_redis(settings, serve) -> None:
     client = serve(settings())
     text = client.get("/metrics").text
-    assert value(text, "quanta_redis_up") == 1 and value(text, "quanta_queue_depth") == 0
-    assert ("quanta_queue_pending", ()) not in samples(text)  # no stream, no group yet
+    assert value(text, "quanta_redis_up", shard="0") == 1 and value(text, "quanta_queue_depth", shard="0") == 0
+    assert ("quanta_queue_pending", (("shard", "0"),)) not in samples(text)  # no stream, no group yet
     r = redis.Redis.from_url(settings().redis.url)
     r.xgroup_create(keys.TASKS, keys.GROUP, id="0", mkstream=True)
     for _ in range(5):
@@ -65,10 +65,10 @@ def test_queue_gauges_from_redis(settings, serve) -> None:
     r.xreadgroup(keys.GROUP, "w1", {keys.TASKS: ">"}, count=2)
     r.zadd(keys.WORKERS, {"w1": time.time(), "w2": time.time(), "gone": time.time() - 60})
     text = client.get("/metrics").text
-    assert value(text, "quanta_queue_depth") == 5
-    assert value(text, "quanta_queue_pending") == 2
-    assert value(text, "quanta_queue_lag") == 3
-    assert value(text, "quanta_workers") == 2
+    assert value(text, "quanta_queue_depth", shard="0") == 5
+    assert value(text, "quanta_queue_pending", shard="0") == 2
+    assert value(text, "quanta_queue_lag", shard="0") == 3
+    assert value(text, "quanta_workers", shard="0") == 2
 
 
 def test_reply_timeouts_counted(settings, serve) -> None:

@@ -130,9 +130,14 @@ def test_redis_unreachable_503_quickly(settings, serve) -> None:
     problem(response, 503, "redis-unavailable")
     assert response.headers["retry-after"] == "1"
     ready = client.get("/readyz")
-    assert ready.status_code == 503 and ready.json() == {"status": "not-ready", "redis": False, "workers": 0}
+    assert ready.status_code == 503 and ready.json() == {
+        "status": "not-ready",
+        "redis": False,
+        "workers": 0,
+        "shards": [{"redis": False, "workers": 0}],
+    }
     assert client.get("/healthz").status_code == 200
-    assert "quanta_redis_up 0.0" in client.get("/metrics").text
+    assert 'quanta_redis_up{shard="0"} 0.0' in client.get("/metrics").text
 
 
 def test_redis_dies_while_waiting_503_quickly(settings, serve, consumer) -> None:
@@ -203,14 +208,15 @@ def test_late_reply_after_timeout_is_not_read_by_the_next_request(settings, serv
 def test_readyz_needs_a_live_worker(settings, serve, consumer) -> None:
     client = serve(settings())
     r = redis.Redis.from_url(settings().redis.url)
-    assert client.get("/readyz").json() == {"status": "not-ready", "redis": True, "workers": 0}
+    not_ready = {"status": "not-ready", "redis": True, "workers": 0, "shards": [{"redis": True, "workers": 0}]}
+    assert client.get("/readyz").json() == not_ready
     r.zadd(keys.WORKERS, {"stale": time.time() - keys.WORKER_STALE_S - 1})
     assert client.get("/readyz").status_code == 503
     consumer()
     deadline = time.monotonic() + 2
     while (ready := client.get("/readyz")).status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert ready.json() == {"status": "ready", "redis": True, "workers": 1}
+    assert ready.json() == {"status": "ready", "redis": True, "workers": 1, "shards": [{"redis": True, "workers": 1}]}
     assert client.get("/healthz").json() == {"status": "ok"}
 
 

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
-import httpx
 import pytest
 
 from quanta.gateway.v1.tokens import Kind, Signer, Token
 from quanta.queue.v1 import queue_pb2
-from quanta.testkit.gateway import Consumer, paging_handler, problem
+from quanta.testkit.gateway import Consumer, follow, paging_handler, problem
 
 QUERY = "SELECT ?x WHERE { ?x ?p ?o }"
-
-
-def follow(client: httpx.Client, dataset: str, first: dict[str, object]) -> list[dict[str, Any]]:
-    pages = [client.post(f"/v1/datasets/{dataset}/query", json=first)]
-    while pages[-1].status_code == 200 and pages[-1].json()["next"]:
-        pages.append(client.post(f"/v1/datasets/{dataset}/query", json={"next": pages[-1].json()["next"]}))
-    assert pages[-1].status_code == 200, pages[-1].text
-    return [p.json() for p in pages]
 
 
 def test_pages_by_value_until_complete(settings, serve, consumer) -> None:

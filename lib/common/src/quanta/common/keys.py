@@ -1,4 +1,9 @@
-"""Every Redis key the service uses, with its lifetime and why."""
+"""Every Redis key the service uses, with its lifetime and why.
+
+With the queue sharded over several Redis servers (quanta.gateway.tasks.shards), each holds all of
+these keys for its own tasks, workers and plans; a client's fair-use keys on the SPARQL endpoint
+(`running`, `query_rate`) are in its home shard.
+"""
 
 from __future__ import annotations
 
@@ -90,5 +95,6 @@ def query_rate(client: str) -> str:
 
 def index_lock(index: str) -> str:
     """Held (30 min at most) by the one worker building a missing side index
-    (`index`, its path) while the others on the same file wait for it."""
+    (`index`, its path) while the others on the same file wait for it. One per shard of the queue:
+    with several, one worker of each may build it at once (safe: each renames a whole file)."""
     return f"{PREFIX}lock:index:{index}"

@@ -118,7 +118,11 @@ def _parse(name: str, raw: str, kind: Any) -> Any:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedisSettings(EnvSettings):
     """How every role connects to Redis (QUANTA_REDIS_<FIELD>): a plain, TLS (`rediss://` plus a CA
-    file and, for mutual TLS, a client certificate) or Sentinel-managed Redis."""
+    file and, for mutual TLS, a client certificate) or Sentinel-managed Redis.
+
+    The gateway's URL may list several Redis servers, comma-separated: the queue's shards, in order
+    (`shards()`; a plan kept by reference names its shard by index). A worker serves one.
+    """
 
     env_prefix: ClassVar[str] = "QUANTA_REDIS_"
 
@@ -138,6 +142,17 @@ class RedisSettings(EnvSettings):
     sentinel_password: str | None = setting(None, secret=True)
 
     def check(self) -> None:
+        urls = self.shard_urls()
+        if not urls:
+            raise SettingsError("QUANTA_REDIS_URL is empty")
+        if len(urls) > 1:
+            if self.sentinels:
+                raise SettingsError("QUANTA_REDIS_SENTINELS cannot be used with several QUANTA_REDIS_URL shards")
+            if len(set(urls)) < len(urls):
+                raise SettingsError("QUANTA_REDIS_URL names one shard twice")
+            for url in urls:
+                replace(self, url=url)  # checks each shard's URL
+            return
         scheme = urlsplit(self.url).scheme
         if scheme not in ("redis", "rediss", "unix"):
             raise SettingsError(f"QUANTA_REDIS_URL: scheme must be redis://, rediss:// or unix://, not {scheme!r}")
@@ -149,6 +164,14 @@ class RedisSettings(EnvSettings):
             if path and not os.path.isfile(path):
                 raise SettingsError(f"Redis TLS file not found: {path}")
         self.sentinel_addresses()
+
+    def shard_urls(self) -> list[str]:
+        return [u.strip() for u in self.url.split(",") if u.strip()]
+
+    def shards(self) -> list[RedisSettings]:
+        """One settings per shard of the queue (one Redis server each), in the URL's order."""
+        urls = self.shard_urls()
+        return [self] if urls == [self.url] else [replace(self, url=url) for url in urls]
 
     @property
     def tls(self) -> bool:

@@ -4,9 +4,11 @@ protocol (stream, consumer group, reply list with a TTL, heartbeat)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,35 @@ from quanta.common import keys
 from quanta.common.redis_server import free_port
 from quanta.gateway.config import Settings
 from quanta.gateway.main import create_app
+from quanta.gateway.tasks.dispatch import Dispatcher, Outcome
 from quanta.queue.v1 import queue_pb2
+
+
+def follow(client: httpx.Client, dataset: str, first: dict[str, object]) -> list[dict[str, Any]]:
+    """A /v1 query's pages, from `first` (the request body) to the last, each `next` in turn."""
+    pages = [client.post(f"/v1/datasets/{dataset}/query", json=first)]
+    while pages[-1].status_code == 200 and pages[-1].json()["next"]:
+        pages.append(client.post(f"/v1/datasets/{dataset}/query", json={"next": pages[-1].json()["next"]}))
+    assert pages[-1].status_code == 200, pages[-1].text
+    return [p.json() for p in pages]
+
+
+def new_task(rows: queue_pb2.RowFormat = queue_pb2.ROW_FORMAT_JSON) -> queue_pb2.Task:
+    """A task that starts a query (ASK {}: the in-test consumer answers whatever it is asked)."""
+    return queue_pb2.Task(id=uuid.uuid4().hex, dataset="watdiv", query="ASK {}", rows=rows)
+
+
+def dispatch(settings: Settings, tasks: list[queue_pb2.Task], client: str = "ip:127.0.0.1") -> list[Outcome]:
+    """Run `tasks` in turn through a dispatcher built as the gateway builds it (no HTTP)."""
+
+    async def go() -> list[Outcome]:
+        dispatcher = Dispatcher.from_settings(settings)
+        try:
+            return [await dispatcher.run(client, task) for task in tasks]
+        finally:
+            await dispatcher.shards.aclose()
+
+    return asyncio.run(go())
 
 
 class Served:

@@ -53,7 +53,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=FILE.hdt",
         help="a dataset to serve (repeatable; default: the bundled WatDiv sample)",
     )
-    parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="Redis servers to shard the queue over, the workers spread between them (default 1)",
+    )
+    parser.add_argument(
+        "--redis-url", help="use this Redis instead of starting one (several, comma-separated: the queue's shards)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,8 +93,11 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
         # the gateway runs a query's first quantum itself (it reads the same files as the workers)
         "QUANTA_LOCAL_QUANTUM_MS": os.environ.get("QUANTA_LOCAL_QUANTUM_MS", str(LOCAL_QUANTUM_MS)),
     }
-    server = None if args.redis_url else RedisServer().start()
-    env["QUANTA_REDIS_URL"] = args.redis_url or server.url  # type: ignore[union-attr]
+    if args.shards < 1 or (args.redis_url and args.shards != 1):
+        print("quanta up: --shards is a count of Redis servers to start, without --redis-url", file=sys.stderr)
+        return 2
+    servers = [] if args.redis_url else [RedisServer().start() for _ in range(args.shards)]
+    env["QUANTA_REDIS_URL"] = args.redis_url or ",".join(server.url for server in servers)
     command = [sys.executable, "-m", "quanta.cli.main"]
     processes: list[subprocess.Popen[bytes]] = []
     workers: Workers | None = None
@@ -101,11 +112,13 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
     url = f"http://127.0.0.1:{args.port}"
     try:
         try:
-            settings = WorkerSettings.from_env(env)  # what the workers read: their stall limit
+            # what the workers read (their stall limit), each with one shard's URL
+            shards = RedisSettings.from_env(env).shards()
+            settings = WorkerSettings.from_env(env, redis={"url": shards[0].url})
         except SettingsError as e:
             print(f"quanta up: {e}", file=sys.stderr)
             return 2
-        workers = Workers(command, env, args.workers, settings.redis, settings.heartbeat_stale_s(datasets.values()))
+        workers = Workers(command, env, args.workers, shards, settings.heartbeat_stale_s(datasets.values()))
         listen = ["--host", "127.0.0.1", "--port", str(args.port), "--workers", str(args.gateways)]
         gateway = subprocess.Popen([*command, "gateway", *listen], env=env)
         processes.append(gateway)
@@ -113,7 +126,8 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
             print("quanta up: the gateway did not become ready", file=sys.stderr)
             return 1
         name = next(iter(datasets))
-        print(f"quanta is up at {url} ({args.workers} workers; datasets: {', '.join(datasets)})")
+        sharded = f" over {len(shards)} Redis shards" if len(shards) > 1 else ""
+        print(f"quanta is up at {url} ({args.workers} workers{sharded}; datasets: {', '.join(datasets)})")
         print(f"  open {url}/ in a browser: the query page")
         print(f"  SPARQL endpoint: {url}/sparql (any SPARQL 1.1 client; {url}/sparql/{name} by name)")
         print(f"  try: curl -s {url}/sparql --data-urlencode 'query={EXAMPLE}'")
@@ -139,7 +153,7 @@ def _serve(args: argparse.Namespace, datasets: dict[str, Dataset], catalog: Path
                 proc.wait()
         if workers is not None:
             workers.close()
-        if server is not None:
+        for server in servers:
             server.stop()
             shutil.rmtree(server.dir, ignore_errors=True)  # its (empty) working folder, made by mkdtemp
 
@@ -158,6 +172,7 @@ class Slot:
     """One of the workers `up` keeps running."""
 
     index: int
+    shard: int  # which of the queue's shards it serves
     proc: subprocess.Popen[bytes] | None = None
     name: str = ""
     started: float = 0.0  # time.time() of the current process's start
@@ -170,14 +185,16 @@ class Workers:
     exits is started again (after a backoff that grows while it keeps exiting soon after its
     start), and one whose heartbeat (keys.WORKERS, refreshed by its task loop) is older than
     `stale_s` is stuck, killed and started again. The worker's own watchdog ends a worker stuck in a
-    task; this catches the rest (a process stopped with SIGSTOP, a watchdog turned off)."""
+    task; this catches the rest (a process stopped with SIGSTOP, a watchdog turned off).
+    Worker i serves shard i mod len(`shards`)."""
 
     def __init__(
-        self, command: list[str], env: dict[str, str], count: int, settings: RedisSettings, stale_s: float | None
+        self, command: list[str], env: dict[str, str], count: int, shards: list[RedisSettings], stale_s: float | None
     ) -> None:
         self.command, self.env, self.stale_s = command, env, stale_s
-        self.slots = [Slot(i) for i in range(count)]
-        self.redis = sync_client(settings, socket_timeout=1.0, socket_connect_timeout=1.0)
+        self.shards = shards
+        self.slots = [Slot(i, i % len(shards)) for i in range(count)]
+        self.redis = [sync_client(s, socket_timeout=1.0, socket_connect_timeout=1.0) for s in shards]
         self.checked = time.monotonic()
         for slot in self.slots:
             self._start(slot)
@@ -197,12 +214,14 @@ class Workers:
             self._kill_stuck(self.stale_s)
 
     def close(self) -> None:
-        self.redis.close()
+        for client in self.redis:
+            client.close()
 
     def _start(self, slot: Slot) -> None:
         slot.name = f"up-worker-{slot.index}-{time.time_ns()}"
         slot.started = time.time()
-        slot.proc = subprocess.Popen([*self.command, "worker", "--name", slot.name], env=self.env)
+        env = {**self.env, "QUANTA_REDIS_URL": self.shards[slot.shard].url}
+        slot.proc = subprocess.Popen([*self.command, "worker", "--name", slot.name], env=env)
 
     def _exited(self, slot: Slot, why: str) -> None:
         delay = slot.backoff if time.time() - slot.started < STABLE_S else 0.0
@@ -210,18 +229,22 @@ class Workers:
         slot.start_at = time.monotonic() + delay
         slot.proc = None
         with contextlib.suppress(redis.RedisError):
-            self.redis.zrem(keys.WORKERS, slot.name)  # readiness counts live workers only
+            self.redis[slot.shard].zrem(keys.WORKERS, slot.name)  # readiness counts live workers only
         later = f" in {delay:g} s" if delay else ""
         print(f"quanta up: worker {slot.index} {why}; starting another{later}", file=sys.stderr, flush=True)
 
     def _kill_stuck(self, stale_s: float) -> None:
-        live = [slot for slot in self.slots if slot.proc is not None]
-        if not live:
-            return
-        try:
-            beats: list[float | None] = self.redis.zmscore(keys.WORKERS, [slot.name for slot in live])
-        except redis.RedisError:
-            return  # Redis does not answer: the workers cannot beat either; nothing to judge by
+        for shard, client in enumerate(self.redis):
+            live = [slot for slot in self.slots if slot.proc is not None and slot.shard == shard]
+            if not live:
+                continue
+            try:
+                beats: list[float | None] = client.zmscore(keys.WORKERS, [slot.name for slot in live])
+            except redis.RedisError:
+                continue  # Redis does not answer: its workers cannot beat either; nothing to judge by
+            self._judge(live, beats, stale_s)
+
+    def _judge(self, live: list[Slot], beats: list[float | None], stale_s: float) -> None:
         now = time.time()
         for slot, beat in zip(live, beats, strict=True):
             since = beat if beat is not None else slot.started + STARTUP_S

@@ -28,7 +28,7 @@ class Settings(EnvSettings):
     secret_keys: str = setting("", secret=True)
     # Development mode: a random secret when none is given (tokens die with the process).
     dev: bool = False
-    max_queue: int = setting(1000, ge=1)  # stream length past which new tasks get 503
+    max_queue: int = setting(1000, ge=1)  # stream length (per shard) past which new tasks get 503
     # The share of max_queue kept for the later tasks of running /sparql queries (their answers may be
     # streaming: a refusal would cut them): every other task gets 503 at max_queue minus the reserve.
     queue_reserve: float = setting(0.2, ge=0, lt=1)

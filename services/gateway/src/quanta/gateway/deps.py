@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from redis.asyncio import Redis
 
 from quanta.client.smart import SmartClient
 from quanta.common.catalog import Dataset
 from quanta.gateway.config import Settings
 from quanta.gateway.sparql_endpoint.fair_use import FairUse
 from quanta.gateway.tasks.dispatch import Dispatcher
+from quanta.gateway.tasks.shards import Shards
 from quanta.gateway.v1.tokens import Signer
 
 
@@ -31,19 +31,19 @@ class Services:
     settings: Settings
     catalog: dict[str, Dataset]
     signer: Signer
-    redis: Redis  # ordinary commands, short timeouts
+    shards: Shards  # the queue's Redis servers
     dispatcher: Dispatcher
     fair_use: FairUse  # the SPARQL endpoint's admission of queries
     smart_client: SmartClient  # runs the SPARQL endpoint's queries, over the dispatcher
 
 
-async def get_redis(request: Request) -> Redis:
-    return request.app.state.services.redis  # type: ignore[no-any-return]
+async def get_shards(request: Request) -> Shards:
+    return request.app.state.services.shards  # type: ignore[no-any-return]
 
 
 async def get_catalog(request: Request) -> dict[str, Dataset]:
     return request.app.state.services.catalog  # type: ignore[no-any-return]
 
 
-RedisDep = Annotated[Redis, Depends(get_redis)]
+ShardsDep = Annotated[Shards, Depends(get_shards)]
 CatalogDep = Annotated[dict[str, Dataset], Depends(get_catalog)]

@@ -17,8 +17,6 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -27,7 +25,6 @@ from quanta.client.requester import RequestEvent
 from quanta.client.services import ServiceEndpoint, SparqlEndpoint
 from quanta.client.smart import SmartClient
 from quanta.common.catalog import Dataset, load_catalog
-from quanta.common.connect import async_client
 from quanta.gateway import metrics, problems
 from quanta.gateway.api import web
 from quanta.gateway.api.main import plain_routes, routers
@@ -38,9 +35,7 @@ from quanta.gateway.sparql_endpoint import routes as sparql_endpoint
 from quanta.gateway.sparql_endpoint.fair_use import FairUse
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
 from quanta.gateway.sparql_endpoint.transport import DispatcherTransport
-from quanta.gateway.tasks.admission import Admitter
 from quanta.gateway.tasks.dispatch import Dispatcher
-from quanta.gateway.tasks.resp import RespPool
 from quanta.gateway.v1.models import QueryRequest
 from quanta.gateway.v1.tokens import Signer
 
@@ -71,21 +66,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Ordinary commands: short timeouts and one retry (a pooled connection may predate a Redis restart).
-        redis = async_client(settings.redis, retry=Retry(NoBackoff(), 1))
-        # The query route's admission and blocking read: no retry (a lost connection means a
-        # lost reply list: answer 503 at once rather than wait for nothing).
-        pool = RespPool(settings.redis)
-        admitter = Admitter(
-            settings.rate_limit, settings.rate_burst, settings.max_queue, settings.retry_after_s,
-            client_tasks=settings.max_client_tasks, reserve=settings.queue_reserve,
-        )  # fmt: skip
-        dispatcher = Dispatcher(
-            redis, pool, admitter, command_timeout_s=settings.redis.socket_timeout_s,
-            reply_timeout_s=settings.reply_timeout_s, retry_after_s=settings.retry_after_s,
-        )  # fmt: skip
+        dispatcher = Dispatcher.from_settings(settings)
+        shards = dispatcher.shards
         fair_use = FairUse(
-            pool, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
+            shards, max_queries=settings.sparql_max_queries, rate=settings.sparql_query_rate,
             burst=settings.sparql_query_burst, retry_after_s=settings.retry_after_s,
             timeout_s=settings.redis.socket_timeout_s,
         )  # fmt: skip
@@ -97,17 +81,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if not await asyncio.to_thread(first.open):
                 opening = asyncio.create_task(_open_local(first))
         app.state.services = Services(
-            settings=settings, catalog=catalog, signer=signer, redis=redis, dispatcher=dispatcher,
+            settings=settings, catalog=catalog, signer=signer, shards=shards, dispatcher=dispatcher,
             fair_use=fair_use, smart_client=smart_client(settings, catalog, dispatcher, first),
         )  # fmt: skip
-        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": settings.redis.redacted_url()})
+        redis = [shard.name for shard in shards.all]
+        log.info("gateway started", extra={"datasets": sorted(catalog), "redis": redis})
         try:
             yield
         finally:
             if opening is not None:
                 opening.cancel()
-            await redis.aclose()
-            pool.close()
+            await shards.aclose()
 
     app = FastAPI(title="quanta", version=_version(), description=DESCRIPTION, lifespan=lifespan)
     problems.install(app)

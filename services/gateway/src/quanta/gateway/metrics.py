@@ -142,26 +142,33 @@ def _text(value: object) -> str:
 
 
 class QueueCollector(Collector):
-    """Gauges from one snapshot of Redis, taken for this scrape."""
+    """Gauges from one snapshot of each shard's Redis, taken for this scrape (label `shard`: its index)."""
 
-    def __init__(self, snapshot: QueueSnapshot) -> None:
-        self.snapshot = snapshot
+    def __init__(self, snapshots: list[QueueSnapshot]) -> None:
+        self.snapshots = snapshots
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        s = self.snapshot
-        yield GaugeMetricFamily("quanta_redis_up", "Whether this scrape reached Redis", float(s.redis_up))
-        values = [
-            ("quanta_queue_depth", "Tasks in the stream (queued or being run)", s.depth),
-            ("quanta_queue_pending", "Tasks delivered to a worker and not acknowledged yet", s.pending),
-            ("quanta_queue_lag", "Tasks not yet delivered to any worker", s.lag),
-            ("quanta_workers", "Workers with a heartbeat newer than the staleness limit", s.workers),
+        up = GaugeMetricFamily("quanta_redis_up", "Whether this scrape reached the shard's Redis", labels=["shard"])
+        for shard, s in enumerate(self.snapshots):
+            up.add_metric([str(shard)], float(s.redis_up))
+        yield up
+        gauges = [
+            ("quanta_queue_depth", "Tasks in the shard's stream (queued or being run)", "depth"),
+            ("quanta_queue_pending", "Tasks delivered to a worker and not acknowledged yet", "pending"),
+            ("quanta_queue_lag", "Tasks not yet delivered to any worker", "lag"),
+            ("quanta_workers", "The shard's workers with a heartbeat newer than the staleness limit", "workers"),
         ]
-        for name, doc, value in values:
-            if value is not None:
-                yield GaugeMetricFamily(name, doc, float(value))
+        for name, doc, attribute in gauges:
+            family = GaugeMetricFamily(name, doc, labels=["shard"])
+            for shard, s in enumerate(self.snapshots):
+                value = getattr(s, attribute)
+                if value is not None:
+                    family.add_metric([str(shard)], float(value))
+            if family.samples:
+                yield family
 
 
-def exposition(snapshot: QueueSnapshot) -> bytes:
+def exposition(snapshots: list[QueueSnapshot]) -> bytes:
     """The text format for one scrape: this process's (or all processes') metrics, then the queue's."""
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         local = CollectorRegistry()
@@ -169,5 +176,5 @@ def exposition(snapshot: QueueSnapshot) -> bytes:
     else:
         local = REGISTRY
     queue = CollectorRegistry(auto_describe=False)
-    queue.register(QueueCollector(snapshot))
+    queue.register(QueueCollector(snapshots))
     return generate_latest(local) + generate_latest(queue)

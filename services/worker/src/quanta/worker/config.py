@@ -58,6 +58,8 @@ class WorkerSettings(EnvSettings):
         object.__setattr__(self, "log_level", self.log_level.upper())
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(f"QUANTA_LOG_LEVEL: {self.log_level!r} is not debug, info, warning or error")
+        if len(self.redis.shards()) > 1:
+            raise SettingsError("QUANTA_REDIS_URL: a worker serves one shard of the queue: give it one Redis URL")
 
     def stall_limit_s(self, datasets: Iterable[Dataset]) -> float | None:
         """Seconds of engine work after which a task has stalled its worker (None: never)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Literal
 
@@ -9,21 +10,28 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
+from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from quanta.common import keys
 from quanta.gateway import metrics
-from quanta.gateway.deps import RedisDep
+from quanta.gateway.deps import ShardsDep
 
 
 class Health(BaseModel):
     status: Literal["ok"]
 
 
+class ShardReadiness(BaseModel):
+    redis: bool = Field(description="the shard's Redis answered PING")
+    workers: int = Field(description="the shard's workers with a recent heartbeat")
+
+
 class Readiness(BaseModel):
     status: Literal["ready", "not-ready"]
-    redis: bool = Field(description="Redis answered PING")
-    workers: int = Field(description="workers with a recent heartbeat")
+    redis: bool = Field(description="Redis answered PING (every shard's)")
+    workers: int = Field(description="workers with a recent heartbeat (in all shards)")
+    shards: list[ShardReadiness] = Field(description="each shard of the queue, in order")
 
 
 router = APIRouter(tags=["operations"])
@@ -39,21 +47,28 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "Redis unreachable or no live worker"}},
-    summary="Readiness: Redis answers and at least one worker has a recent heartbeat",
+    summary="Readiness: every shard's Redis answers and has a worker with a recent heartbeat",
 )
-async def readyz(redis: RedisDep) -> JSONResponse:
-    workers, reachable = 0, False
+async def readyz(shards: ShardsDep) -> JSONResponse:
+    states = await asyncio.gather(*(_shard_readiness(shard.redis) for shard in shards.all))
+    # every shard, since tasks go to each: one without a worker would leave its share unanswered
+    ready = all(s.redis and s.workers > 0 for s in states)
+    body = Readiness(
+        status="ready" if ready else "not-ready", redis=all(s.redis for s in states),
+        workers=sum(s.workers for s in states), shards=states,
+    )  # fmt: skip
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+async def _shard_readiness(redis: Redis) -> ShardReadiness:
     try:
         async with redis.pipeline(transaction=False) as pipe:
             pipe.ping()
             pipe.zcount(keys.WORKERS, time.time() - keys.WORKER_STALE_S, "+inf")
             _, workers = await pipe.execute()
-        reachable = True
     except (RedisError, OSError):
-        pass
-    ready = reachable and workers > 0
-    body = Readiness(status="ready" if ready else "not-ready", redis=reachable, workers=int(workers))
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+        return ShardReadiness(redis=False, workers=0)
+    return ShardReadiness(redis=True, workers=int(workers))
 
 
 @router.get(
@@ -62,6 +77,6 @@ async def readyz(redis: RedisDep) -> JSONResponse:
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
     summary="Prometheus metrics (queue gauges read from Redis at scrape time)",
 )
-async def scrape(redis: RedisDep) -> Response:
-    snapshot = await metrics.read_queue(redis)
-    return Response(metrics.exposition(snapshot), media_type=CONTENT_TYPE_LATEST)
+async def scrape(shards: ShardsDep) -> Response:
+    snapshots = await asyncio.gather(*(metrics.read_queue(shard.redis) for shard in shards.all))
+    return Response(metrics.exposition(list(snapshots)), media_type=CONTENT_TYPE_LATEST)

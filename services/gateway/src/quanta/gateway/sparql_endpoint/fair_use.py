@@ -3,7 +3,8 @@ the queries running at once and a token bucket for starting new ones.
 
 A query is charged once, when it is admitted; its quanta then go through the
 queue uncharged (a long query must not throttle itself). The count of running
-queries is a sorted set of leases in Redis, shared by every gateway process:
+queries is a sorted set of leases in Redis (the client's home shard, tasks/shards.py), shared by
+every gateway process:
 admitted queries renew their lease while they stream and drop it when they
 end, and a gateway that dies leaves leases that run out by themselves.
 Commands go through the lean RESP pool (tasks/resp.py), as the query route's do;
@@ -26,7 +27,8 @@ from quanta.gateway import metrics
 from quanta.gateway.problems import Problem
 from quanta.gateway.tasks import token_bucket
 from quanta.gateway.tasks.admission import MEMORY_FULL, QUERY_CLIENT, QUERY_TASKS, QueryTasks, out_of_memory
-from quanta.gateway.tasks.resp import RespPool, run_script
+from quanta.gateway.tasks.resp import run_script
+from quanta.gateway.tasks.shards import Shards
 from quanta.sparql.errors import ErrorKind
 
 log = logging.getLogger("quanta.gateway")
@@ -67,21 +69,23 @@ class Lease:
     in the background until `release`."""
 
     def __init__(self, fair_use: FairUse, client: str, query_id: str) -> None:
-        self.fair_use, self.key, self.query_id = fair_use, keys.running(client), query_id
+        self.fair_use, self.client, self.query_id = fair_use, client, query_id
+        self.key = keys.running(client)
         self._renewing = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(RENEW_S)
             try:
-                await self.fair_use.call(RENEW_SHA, RENEW_LUA, [self.key], [self.query_id, int(LEASE_S * 1000)])
+                lease_ms = int(LEASE_S * 1000)
+                await self.fair_use.call(self.client, RENEW_SHA, RENEW_LUA, [self.key], [self.query_id, lease_ms])
             except (RedisError, OSError, TimeoutError) as error:  # the next may succeed: a lease outlives a few misses
                 log.warning("query lease not renewed", extra={"error": repr(error)})
 
     async def release(self) -> None:
         self._renewing.cancel()
         with contextlib.suppress(RedisError, OSError, TimeoutError):  # else the lease runs out by itself
-            await self.fair_use.call(None, "ZREM", [self.key], [self.query_id])
+            await self.fair_use.call(self.client, None, "ZREM", [self.key], [self.query_id])
 
 
 class Unlimited:
@@ -93,14 +97,15 @@ class Unlimited:
 
 class FairUse:
     def __init__(
-        self, pool: RespPool, *, max_queries: int, rate: float, burst: int, retry_after_s: int, timeout_s: float,
+        self, shards: Shards, *, max_queries: int, rate: float, burst: int, retry_after_s: int, timeout_s: float,
     ) -> None:  # fmt: skip
-        self.pool, self.timeout_s = pool, timeout_s
+        self.shards, self.timeout_s = shards, timeout_s
         self.max_queries, self.rate, self.burst, self.retry_after_s = max_queries, rate, burst, retry_after_s
 
-    async def call(self, sha: str | None, script: str, keys: list[str], args: list[Any]) -> Any:
-        """A script (by its `sha`), or a plain command (`sha` None: `script` is its name), within the timeout."""
-        async with self.pool.connection() as conn, asyncio.timeout(self.timeout_s):
+    async def call(self, client: str, sha: str | None, script: str, keys: list[str], args: list[Any]) -> Any:
+        """A script (by its `sha`), or a plain command (`sha` None: `script` is its name), within the
+        timeout, in `client`'s home shard."""
+        async with self.shards.home(client).pool.connection() as conn, asyncio.timeout(self.timeout_s):
             if sha is None:
                 return await conn.call(script, *keys, *args)
             return await run_script(conn, sha, script, keys, args)
@@ -117,7 +122,8 @@ class FairUse:
         query_id = uuid.uuid4().hex
         args: list[int | float | str] = [self.max_queries, self.rate, self.burst, query_id, int(LEASE_S * 1000)]
         try:
-            code, value = await self.call(ADMIT_SHA, ADMIT_LUA, [keys.running(client), keys.query_rate(client)], args)
+            script_keys = [keys.running(client), keys.query_rate(client)]
+            code, value = await self.call(client, ADMIT_SHA, ADMIT_LUA, script_keys, args)
         except (RedisError, OSError, TimeoutError) as error:
             full = out_of_memory(error)
             metrics.REJECTED.labels("queue_full" if full else "redis_down").inc()

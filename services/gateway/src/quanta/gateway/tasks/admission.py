@@ -108,17 +108,25 @@ class Admission:
     # Set when refused: "rate_limited", "too_many_tasks" or "queue_full" (the metric's reason label).
     refused: str = ""
     retry_after_s: int = 0
+    detail: str = ""  # why, when the reason alone does not say (Redis at its maxmemory)
 
 
 class Admitter:
+    """Admits tasks into one shard's stream. With K shards (tasks/shards.py) a client's rate, burst
+    and share are split evenly between them, 1/K in each: the dispatcher offers a refused task to
+    the next shard, so a client is refused only once every shard refused it. `max_queue` is each
+    shard's own stream's bound."""
+
     def __init__(
         self, rate: float, burst: int, max_queue: int, retry_after_s: int, client_tasks: int = 0,
-        reserve: float = 0.0,
+        reserve: float = 0.0, shards: int = 1,
     ) -> None:  # fmt: skip
         self.rate, self.burst, self.max_queue, self.retry_after_s = rate, burst, max_queue, retry_after_s
         self.client_tasks = client_tasks  # each client's share of the queue; 0: none
         # The queue's room that only continuations of running /sparql queries may take (QueryTasks).
         self.reserved = int(max_queue * reserve)
+        self.shard_rate, self.shard_burst = rate / shards, math.ceil(burst / shards)
+        self.shard_client_tasks = math.ceil(client_tasks / shards)
 
     def bound(self, continuation: bool) -> int:
         """The queue's length at which a task is refused: the whole bound for a continuation of a
@@ -133,7 +141,8 @@ class Admitter:
         admitted is not charged, but it counts in the client's share; a `continuation` of a running
         /sparql query may take the queue's reserve."""
         bound = self.bound(continuation)
-        args = [self.rate if charge else 0, self.burst, bound, keys.GROUP, task, self.client_tasks, HOLD_MS]
+        rate = self.shard_rate if charge else 0
+        args = [rate, self.shard_burst, bound, keys.GROUP, task, self.shard_client_tasks, HOLD_MS]
         script_keys = [keys.rate(client), keys.TASKS, keys.client_tasks(client)]
         code, value = await run_script(conn, ADMIT_SHA, ADMIT_LUA, script_keys, args)
         if code == 0:
