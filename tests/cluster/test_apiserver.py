@@ -98,7 +98,9 @@ def test_a_release_on_one_shard_upgrades_to_two_and_back(apiserver) -> None:
     args = ["-n", "sharded", "--wait", "--timeout", "2m", "--set", "worker.autoscaling.keda.enabled=true"]
 
     def deployments() -> dict[str, int]:
-        return {d["metadata"]["name"]: d["status"].get("readyReplicas", 0)
+        """Each Deployment's pods of its current template (helm --wait: ready), not readyReplicas:
+        a Deployment rolled by the upgrade (the gateway: its Redis URLs) may still count an old pod."""
+        return {d["metadata"]["name"]: d["status"].get("updatedReplicas", 0)
                 for d in apiserver.get("deployments", "-n", "sharded")["items"]}  # fmt: skip
 
     def scaled() -> dict[str, str]:
