@@ -303,16 +303,13 @@ def render_shards(by_shards: dict[str, dict[str, Any]]) -> list[str]:
     def split(run: dict[str, Any]) -> str:
         return " / ".join(f"{q:,}" for q in run["shard_quanta"])
 
-    def per_quantum(run: dict[str, Any]) -> str:
-        return f"{run['redis_cpu_us_per_quantum']}"
-
     return [
         "With the queue sharded (`--shards`), the same runs:",
         "",
         "| Redis shards | " + " | ".join(counts) + " |",
         "|---|" + "---|" * len(counts),
         row("explore, every quantum queued: quanta per shard", lambda r: split(r["queued"]["explore"])),
-        row("Redis CPU per quantum, µs (all shards)", lambda r: per_quantum(r["queued"]["explore"])),
+        row("Redis CPU per quantum, µs (all shards)", lambda r: r["queued"]["explore"]["redis_cpu_us_per_quantum"]),
         row("busiest shard's thread: CPU s", lambda r: max(r["queued"]["explore"]["shard_cpu_s"])),
         row(
             f"workers the shards keep busy (the busiest {BUSY:.0%} busy): every quantum queued",

@@ -150,8 +150,7 @@ class RedisSettings(EnvSettings):
                 raise SettingsError("QUANTA_REDIS_SENTINELS cannot be used with several QUANTA_REDIS_URL shards")
             if len(set(urls)) < len(urls):
                 raise SettingsError("QUANTA_REDIS_URL names one shard twice")
-            for url in urls:
-                replace(self, url=url)  # checks each shard's URL
+            self.shards()  # each shard's settings check its own URL
             return
         scheme = urlsplit(self.url).scheme
         if scheme not in ("redis", "rediss", "unix"):
