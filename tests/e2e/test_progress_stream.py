@@ -67,6 +67,8 @@ def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:
     ) as response:
         stream = events(response.iter_lines())
         assert next(stream)[0] == "head"
+        name, tried = next(stream)  # the query sent whole first, unfinished in the 2 ms quantum
+        assert name == "quantum" and tried["whole"] and tried["status"] == "unfinished"
         name, first = next(stream)
         queued_then = tasks_queued(module_service.redis.url) - before
         rest = list(stream)
@@ -78,11 +80,13 @@ def test_quanta_stream_while_a_sort_reads_its_input(module_service) -> None:
 
 
 def test_quanta_say_where_an_operator_ran(module_service) -> None:
-    """A GROUP BY shipped to the workers: its quanta say so (`partial`), and its counts add up."""
+    """A GROUP BY shipped to the workers: its quanta say so (`partial`), and its counts add up. The
+    query was sent whole first (`whole`), and did not finish in its 2 ms quantum."""
     grouped = f"SELECT ?o (COUNT(*) AS ?n) WHERE {{ ?s <{WSDBM}likes> ?o }} GROUP BY ?o"
     got = run(module_service.url, grouped)
-    quanta = [data for name, data in got if name == "quantum"]
-    assert quanta and all(q["partial"] is True for q in quanta)
+    tried, *quanta = [data for name, data in got if name == "quantum"]
+    assert tried["whole"] and tried["status"] == "unfinished" and not tried["partial"]
+    assert quanta and all(q["partial"] is True and not q["whole"] for q in quanta)
     rows = [row for name, data in got if name == "results" for row in data]
     every = f"SELECT ?s ?o WHERE {{ ?s <{WSDBM}likes> ?o }}"
     plain = httpx.post(f"{module_service.url}/sparql/watdiv", data={"query": every}, timeout=60).json()

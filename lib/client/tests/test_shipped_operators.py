@@ -80,7 +80,8 @@ def run(transport: LocalTransport, query: str, budgets: Budgets = BUDGETS) -> tu
 
 
 def remotes(op: Op) -> list[Remote]:
-    found = [op] if isinstance(op, Remote) else []
+    """The pieces (not the whole query a worker is asked to run first: `Whole`)."""
+    found = [op] if isinstance(op, Remote) and not op.piece.whole else []
     for child in op.children():
         found += remotes(child)
     return found
@@ -185,19 +186,25 @@ def test_an_expression_ordered_by_is_computed_in_the_piece(transport: LocalTrans
 def test_quanta_client_stats_say_where_an_operator_ran(
     transport: LocalTransport, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`quanta client --stats`: each request of a shipped GROUP BY is marked `partial`, a plain one not."""
+    """`quanta client --stats`: each request of a shipped GROUP BY is marked `partial`, a plain one
+    not, and the query sent whole first `whole` (`unfinished` when it did not finish there)."""
     from quanta.client.cli import _stats
 
-    async def go(query: str) -> None:
-        execution = await SmartClient(transport, on_request=_stats).prepare(P + query, "watdiv")
+    async def go(query: str, whole: bool = True) -> None:
+        execution = await SmartClient(transport, on_request=_stats, whole=whole).prepare(P + query, "watdiv")
         _ = [row async for row in execution.solutions()]
 
-    asyncio.run(go("SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p"))
+    grouped = "SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p"
+    asyncio.run(go(grouped, whole=False))
     shipped = capsys.readouterr().err.splitlines()
     asyncio.run(go("SELECT ?s WHERE { ?s wsdbm:likes ?o }"))
     plain = capsys.readouterr().err.splitlines()
+    asyncio.run(go(grouped))
+    tried, *pieces = capsys.readouterr().err.splitlines()
     assert len(shipped) > 1 and all(line.startswith("query ok partial ") for line in shipped)
     assert plain and all(line.startswith("query ok ") and " partial " not in line for line in plain)
+    assert tried.startswith("query unfinished whole "), "a 1 ms quantum: not finished"
+    assert len(pieces) > 1 and all(line.startswith("query ok partial ") for line in pieces)
 
 
 def test_the_plan_says_what_runs_where(transport: LocalTransport) -> None:
@@ -211,7 +218,8 @@ def test_the_plan_says_what_runs_where(transport: LocalTransport) -> None:
     )
     with SyncClient(transport) as client:
         lines = client.query(P + query, "watdiv").explain().splitlines()
-    (remote,) = [line.strip() for line in lines if line.strip().startswith("Remote")]
+    assert lines[0] == "Whole" and lines[1].strip().startswith("Remote[default graph] whole ")
+    (remote,) = [line.strip() for line in lines[2:] if line.strip().startswith("Remote")]
     assert all(part in remote for part in ("GROUP BY ?p", "OPTIONAL", "NOT EXISTS"))
     assert any(line.strip().startswith("OrderBy") for line in lines)
 
@@ -342,3 +350,50 @@ def test_sums_of_doubles_are_exact_whatever_the_quanta(transport: LocalTransport
         count = len(values[row[at["u"]]])
         assert float(row[at["s"]].split('"')[1]) == nearest_double(exact)
         assert float(row[at["a"]].split('"')[1]) == nearest_double(exact / Fraction(count))
+
+
+def test_a_query_a_worker_runs_whole_takes_one_request() -> None:
+    """Two grouped subqueries joined and ordered by a ratio (BSBM's business intelligence 3):
+    sent whole, one request when it finishes in the quantum; in pieces when it does not (10 µs),
+    with the same answer, pyoxigraph's in its order."""
+    store = open_store(str(SAMPLE), "watdiv")
+    query = P + (
+        "SELECT ?p (xsd:float(?likes) / ?reviews AS ?ratio) WHERE { "
+        "{ SELECT ?p (COUNT(?u) AS ?likes) WHERE { ?u wsdbm:likes ?p } GROUP BY ?p } "
+        "{ SELECT ?p (COUNT(?r) AS ?reviews) WHERE { ?p rev:hasReview ?r } GROUP BY ?p } "
+        "} ORDER BY DESC(xsd:float(?likes) / ?reviews) ?p LIMIT 10"
+    )
+    result = reference_store().query(query)
+    assert isinstance(result, ox.QuerySolutions)
+    expected = [(str(s["p"].value), str(s["ratio"].value)) for s in result]
+    answers = {}
+    for quantum_s in (None, 1e-5):
+        local = LocalTransport({"watdiv": {None: store}}, quantum_s=quantum_s, max_results=PAGE_RESULTS)
+        _, rows, execution = run(local, query)
+        assert execution.plan.explain().startswith("Whole\n")
+        answers[quantum_s] = (execution.requests, [(p, float(r.split('"')[1])) for p, r in rows])
+    assert answers[None][0] == 1 and answers[1e-5][0] > 2
+    assert answers[None][1] == answers[1e-5][1] == [(p, float(r)) for p, r in expected]
+
+
+def test_a_shape_that_does_not_finish_is_tried_whole_less_often() -> None:
+    """Queries of one shape (other constants) that come back unfinished are tried whole again
+    after 1, 3, 7... of them went in pieces (63 at most); one that finishes resets the count."""
+    from quanta.client.plan.whole import WholeTries, shape
+    from quanta.sparql.parse import parse
+
+    def of(text: str) -> object:
+        return shape(parse(P + text).algebra.algebra)
+
+    grouped = "SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p wsdbm:%s FILTER(?n > %d) } GROUP BY ?p"
+    a, b = of(grouped % ("User1", 3)), of(grouped % ("Product9", 70))
+    assert a == b and a != of("SELECT ?s (COUNT(*) AS ?n) WHERE { ?s ?p wsdbm:User1 } GROUP BY ?s")
+    tries = WholeTries()
+    sent = []
+    for _ in range(200):
+        sent.append(tries.worth_trying(a))
+        if sent[-1]:
+            tries.outcome(a, finished=False)
+    assert [i for i, tried in enumerate(sent) if tried] == [0, 2, 6, 14, 30, 62, 126, 190]
+    tries.outcome(a, finished=True)
+    assert all(tries.worth_trying(a) for _ in range(3))

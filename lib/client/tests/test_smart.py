@@ -85,7 +85,7 @@ def test_order_by_with_limit_keeps_only_k_rows(transport, reference) -> None:
 def test_distinct_group_by_and_optjoin_over_their_budget_spill(transport, reference, query: str) -> None:
     optional = "auto" if "OPTIONAL" in query else "server"  # the client's OptJoin, not the workers'
     head, rows, spilled, removed = asyncio.run(
-        solutions(SmartClient(transport, budgets=Budgets(memory_rows=200), optional=optional), query)
+        solutions(SmartClient(transport, budgets=Budgets(memory_rows=200), optional=optional, whole=False), query)
     )
     assert spilled > 0 and removed
     assert as_multiset(head, rows) == oxigraph_rows(reference, query)

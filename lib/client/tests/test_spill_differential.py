@@ -94,7 +94,8 @@ def transport() -> LocalTransport:
 
 def answer(transport: LocalTransport, query: str, memory_rows: int) -> tuple[list[str], list[tuple[str | None, ...]]]:
     async def run() -> tuple[list[str], list[tuple[str | None, ...]]]:
-        client = SmartClient(transport, budgets=Budgets(memory_rows=memory_rows, block_size=30))
+        # the client's operators: not the workers' running the query whole
+        client = SmartClient(transport, budgets=Budgets(memory_rows=memory_rows, block_size=30), whole=False)
         execution = await client.prepare(query, "watdiv")
         rows = [row async for row in execution.solutions()]
         assert execution.context._temp is None, "the temporary files are removed"

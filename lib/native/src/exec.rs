@@ -23,6 +23,11 @@ use std::time::Instant;
 /// Distinct rows a tally holds before it hands them on (it then goes on
 /// tallying afresh): bounds its memory, and the rows a saved plan may carry.
 pub const TALLY_ROWS: usize = 16_384;
+/// Rows one operator of a plan run whole (an exact `Tally` or `TopK`, a
+/// `HashJoin`) may hold: past it the plan stops as its quantum's end would
+/// stop it (`unfinished`), and the client runs the query its own way. It also
+/// bounds the one step no clock reading interrupts, sorting an ORDER BY's rows.
+pub const WHOLE_ROWS: usize = 1 << 16;
 /// Ids a top-k remembers as beaten (its memory's bound; past it, they are decoded again).
 const BEATEN_IDS: usize = 1 << 16;
 /// Nodes a property path's closure may reach from one start (its memory's and its saved
@@ -327,18 +332,29 @@ pub enum Spec {
     /// the input's distinct rows over `slots`, each once per quantum, with
     /// how many times it came in `count` (if some), and per row the MIN, MAX
     /// or SAMPLE of other slots (`reduced`: source slot, target slot, which)
+    /// `exact`: the whole input's rows, each once, or none (`Whole`): a plan run whole
     Tally {
         input: Box<Spec>,
         slots: Vec<usize>,
         count: Option<usize>,
         reduced: Vec<(usize, usize, Reduce)>,
+        exact: bool,
     },
     /// the input's first `k` rows of each quantum in the order of `keys`
-    /// (slot, descending)
+    /// (slot, descending); `exact`: of the whole input, or none (`Whole`)
     TopK {
         input: Box<Spec>,
         keys: Vec<(usize, bool)>,
         k: usize,
+        exact: bool,
+    },
+    /// SPARQL's join of two inputs: `right` read whole into a table by the
+    /// values of `keys` (slots both sides bind in every row), then each row of
+    /// `left` with each compatible row of it. Only in a plan run whole.
+    HashJoin {
+        left: Box<Spec>,
+        right: Box<Spec>,
+        keys: Vec<usize>,
     },
     /// `subject path{*,+,?} object` (a slot or a term each, one of them bound
     /// when it runs): `forward` binds slot `to` under `from` (one step of the
@@ -530,6 +546,7 @@ enum Node {
     Tally(Box<Tally>),
     TopK(Box<TopK>),
     Closure(Box<Closure>),
+    Hash(Box<HashJoin>),
 }
 
 /// A property path's closure from its bound end (the subject's, else the
@@ -837,6 +854,9 @@ struct TopK {
     slots: Vec<usize>,
     descending: Vec<bool>,
     k: usize,
+    /// the whole input's first k rows or none (a plan run whole); `done` once handed on
+    exact: bool,
+    done: bool,
     /// the rows kept, in order: (key, row)
     kept: Vec<(Vec<OrderKey>, Vec<i64>)>,
     /// ids of the first key found after the last kept row's, while `kept` is
@@ -854,7 +874,14 @@ impl TopK {
                 out.copy_from_slice(row);
                 return Ok(true);
             }
+            if self.done {
+                return Ok(false);
+            }
             match self.input.next(cx, mu, &mut self.row) {
+                Ok(true) if self.exact => match self.key(cx) {
+                    Some(key) => self.keep_all(cx, key)?,
+                    None => return Err(unfinished(cx, "a value the workers cannot order")),
+                },
                 Ok(true) if self.beaten.contains(&self.row[self.slots[0]]) => {}
                 Ok(true) => match self.key(cx) {
                     Some(key) => self.keep(key),
@@ -863,10 +890,14 @@ impl TopK {
                         return Ok(true);
                     }
                 },
-                Ok(false) if self.kept.is_empty() => return Ok(false),
-                Err(Expired) if self.kept.is_empty() => return Err(Expired),
+                Err(Expired) if self.exact || self.kept.is_empty() => return Err(Expired),
+                Ok(false) if self.kept.is_empty() && !self.exact => return Ok(false),
                 end => {
                     self.out.expired = end.is_err();
+                    if self.exact {
+                        self.first_k();
+                        self.done = true;
+                    }
                     self.out
                         .rows
                         .extend(self.kept.drain(..).map(|(_, row)| row));
@@ -876,15 +907,46 @@ impl TopK {
         }
     }
 
-    /// The row's key, None when a term has no exact place here.
+    /// The row's key, None when a term has no exact place here. A plan run
+    /// whole orders floats too, by their value (SPARQL's promotion to a double):
+    /// no client orders its rows after it.
     fn key(&self, cx: &mut Cx) -> Option<Vec<OrderKey>> {
         self.slots
             .iter()
             .map(|&slot| match self.row[slot] {
                 0 => Some(OrderKey::Unbound),
-                id => cx.terms.get(cx.store, cx.table, id).ok()?.order_key(),
+                id => {
+                    let term = cx.terms.get(cx.store, cx.table, id).ok()?;
+                    term.order_key().or_else(|| {
+                        self.exact
+                            .then(|| term.floating().map(|(x, _)| OrderKey::double(x)))
+                            .flatten()
+                    })
+                }
             })
             .collect()
+    }
+
+    /// An exact top-k keeps every row, sorted down to the first k each time it holds 2k.
+    fn keep_all(&mut self, cx: &mut Cx, key: Vec<OrderKey>) -> Result<(), Expired> {
+        self.kept.push((key, self.row.clone()));
+        if self.kept.len() >= self.k.saturating_mul(2) {
+            self.first_k();
+        }
+        if self.kept.len() > WHOLE_ROWS {
+            return Err(unfinished(
+                cx,
+                "more rows to order than a plan run whole holds",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kept rows sorted (ties in the order they came) and cut to k.
+    fn first_k(&mut self) {
+        let desc = &self.descending;
+        self.kept.sort_by(|(a, _), (b, _)| compare_rows(a, b, desc));
+        self.kept.truncate(self.k);
     }
 
     /// Keep the row if it is among the first k (after the kept rows it ties with).
@@ -911,6 +973,13 @@ impl TopK {
             .partition_point(|(kept, _)| compare_rows(kept, &key, desc).is_le());
         self.kept.insert(at, (key, self.row.clone()));
     }
+}
+
+/// Stops a plan run whole that cannot finish on the worker (`why`, which the
+/// caller raises): the client then runs the query its own way.
+fn unfinished(cx: &mut Cx, why: &str) -> Expired {
+    cx.budget.error = Some(format!("unfinished: {why}"));
+    Expired
 }
 
 /// FxHash's mixing (rustc's): term ids are integers of the data, which a
@@ -958,6 +1027,9 @@ struct Tally {
     slots: Vec<usize>,
     count: Option<usize>,
     reduced: Vec<(usize, usize, Reduce)>,
+    /// the whole input's groups or none (a plan run whole); `done` once handed on
+    exact: bool,
+    done: bool,
     /// each distinct row: its place in first-seen order, its count, its reduced values
     table: HashMap<Vec<i64>, Tallied, BuildHasherDefault<IdHasher>>,
     key: Vec<i64>,
@@ -1022,7 +1094,11 @@ impl Tally {
     /// Tally input rows until the table is full, the input ends or expires;
     /// false when the input is done and nothing is left to hand on.
     fn fill(&mut self, cx: &mut Cx, mu: &[i64]) -> Result<bool, Expired> {
+        if self.done {
+            return Ok(false);
+        }
         if self.count_only(cx, mu)? {
+            self.done = self.exact;
             return Ok(true);
         }
         if let Some(p) = self.by_subject(mu) {
@@ -1030,12 +1106,15 @@ impl Tally {
         }
         let mut done = false;
         // rows handed on as they are count too: what a saved plan holds stays bounded
-        while self.table.len() + self.out.rows.len() < TALLY_ROWS {
+        while self.table.len() + self.out.rows.len() < self.bound() {
             match self.input.next(cx, mu, &mut self.row) {
                 Ok(true) => {
                     self.key.clear();
                     self.key.extend(self.slots.iter().map(|&s| self.row[s]));
                     if !self.reduced.is_empty() && !self.reduce(cx) {
+                        if self.exact {
+                            return Err(unfinished(cx, "a value the workers cannot order"));
+                        }
                         // a value this side cannot place as the client does: the row goes on as it is
                         let values = self.reduced.iter().map(|&(s, _, _)| self.row[s]).collect();
                         self.out.rows.push((self.key.clone(), 1, values));
@@ -1076,12 +1155,44 @@ impl Tally {
                     break;
                 }
                 Err(Expired) => {
-                    if self.table.is_empty() {
+                    if self.table.is_empty() || self.exact {
                         return Err(Expired);
                     }
                     self.out.expired = true;
                     break;
                 }
+            }
+        }
+        self.finish(cx, done)
+    }
+
+    /// The most rows it holds: a quantum's, or a whole plan's.
+    fn bound(&self) -> usize {
+        if self.exact {
+            WHOLE_ROWS
+        } else {
+            TALLY_ROWS
+        }
+    }
+
+    /// Hand the table on (`done`: the input ended); an exact tally only once its input
+    /// ended, with the one group of no keys even when empty (COUNT(*) is then 0).
+    fn finish(&mut self, cx: &mut Cx, done: bool) -> Result<bool, Expired> {
+        if self.exact {
+            if !done {
+                return Err(unfinished(cx, "more groups than a plan run whole holds"));
+            }
+            self.done = true;
+            if self.slots.is_empty() && self.table.is_empty() {
+                let kept = self.reduced.iter().map(|_| Kept::Term(0, None)).collect();
+                self.table.insert(
+                    Vec::new(),
+                    Tallied {
+                        place: 0,
+                        count: 0,
+                        kept,
+                    },
+                );
             }
         }
         self.hand_on(cx);
@@ -1127,17 +1238,18 @@ impl Tally {
     /// `fill` for a tally by subject: each subject of predicate `p` from the
     /// scan's offset on with its number of triples, the offset moved past them.
     fn fill_by_subject(&mut self, cx: &mut Cx, p: i64) -> Result<bool, Expired> {
+        let bound = self.bound();
         let Node::Scan(scan) = &mut self.input else {
             return Ok(false);
         };
         let mut done = false;
-        while self.table.len() + self.out.rows.len() < TALLY_ROWS {
+        while self.table.len() + self.out.rows.len() < bound {
             let Some((subject, n)) = cx.store.predicate_subject_run(p, scan.offset) else {
                 done = true;
                 break;
             };
             if cx.budget.step().is_err() {
-                if self.table.is_empty() {
+                if self.table.is_empty() || self.exact {
                     return Err(Expired);
                 }
                 self.out.expired = true;
@@ -1154,8 +1266,7 @@ impl Tally {
                 })
                 .count += n;
         }
-        self.hand_on(cx);
-        Ok(!(done && self.out.rows.is_empty()))
+        self.finish(cx, done)
     }
 
     /// Decide the row's reduced values against its row's kept ones (`pending`: Some(new
@@ -1270,6 +1381,103 @@ impl Tally {
         scan.offset = total;
         self.out.rows.push((Vec::new(), left, Vec::new()));
         Ok(true)
+    }
+}
+
+/// SPARQL's join of two inputs, for a plan run whole: `right` read whole into
+/// a table by its values of `keys` (rows missing one of them apart, tried
+/// with every left row), then each row of `left` with each compatible row of
+/// it (every slot both bind equal). A step per pair tried. Its table is not
+/// state: a plan with one is never saved (`save` writes its inputs' states alone).
+struct HashJoin {
+    left: Node,
+    right: Node,
+    keys: Vec<usize>,
+    built: bool,
+    /// the right rows, and those of each key's values (indices into `rows`)
+    rows: Vec<Vec<i64>>,
+    table: HashMap<Vec<i64>, Vec<usize>, BuildHasherDefault<IdHasher>>,
+    loose: Vec<usize>,
+    /// the left row being joined, and the right rows it is tried with
+    current: Vec<i64>,
+    tried: Vec<usize>,
+    at: usize,
+    row: Vec<i64>,
+    key: Vec<i64>,
+}
+
+impl HashJoin {
+    fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        if !self.built {
+            self.build(cx, mu)?;
+        }
+        loop {
+            while let Some(&index) = self.tried.get(self.at) {
+                self.at += 1;
+                cx.budget.step()?;
+                let right = &self.rows[index];
+                let compatible = self
+                    .current
+                    .iter()
+                    .zip(right)
+                    .all(|(&a, &b)| a == 0 || b == 0 || a == b);
+                if compatible {
+                    for ((cell, &a), &b) in out.iter_mut().zip(&self.current).zip(right) {
+                        *cell = if a != 0 { a } else { b };
+                    }
+                    return Ok(true);
+                }
+            }
+            if !self.left.next(cx, mu, &mut self.current)? {
+                return Ok(false);
+            }
+            self.key.clear();
+            self.key.extend(self.keys.iter().map(|&s| self.current[s]));
+            self.tried.clear();
+            self.at = 0;
+            if self.key.contains(&0) {
+                self.tried.extend(0..self.rows.len()); // a key unbound: every row may fit
+            } else {
+                if let Some(found) = self.table.get(self.key.as_slice()) {
+                    self.tried.extend_from_slice(found);
+                }
+                self.tried.extend_from_slice(&self.loose);
+            }
+        }
+    }
+
+    /// Read `right` whole into the table.
+    fn build(&mut self, cx: &mut Cx, mu: &[i64]) -> Result<(), Expired> {
+        while self.right.next(cx, mu, &mut self.row)? {
+            if self.rows.len() == WHOLE_ROWS {
+                return Err(unfinished(
+                    cx,
+                    "a join side larger than a plan run whole holds",
+                ));
+            }
+            let index = self.rows.len();
+            self.key.clear();
+            self.key.extend(self.keys.iter().map(|&s| self.row[s]));
+            if self.key.contains(&0) {
+                self.loose.push(index);
+            } else {
+                self.table.entry(self.key.clone()).or_default().push(index);
+            }
+            self.rows.push(self.row.clone());
+        }
+        self.built = true;
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.left.reset();
+        self.right.reset();
+        self.built = false;
+        self.rows.clear();
+        self.table.clear();
+        self.loose.clear();
+        self.tried.clear();
+        self.at = 0;
     }
 }
 
@@ -1565,11 +1773,18 @@ impl Node {
                     value,
                 }
             }
-            Spec::TopK { input, keys, k } => Node::TopK(Box::new(TopK {
+            Spec::TopK {
+                input,
+                keys,
+                k,
+                exact,
+            } => Node::TopK(Box::new(TopK {
                 input: Node::build(*input, width, terms, numbers),
                 slots: keys.iter().map(|&(slot, _)| slot).collect(),
                 descending: keys.iter().map(|&(_, desc)| desc).collect(),
                 k,
+                exact,
+                done: false,
                 kept: Vec::new(),
                 beaten: HashSet::default(),
                 out: HandOn::new(),
@@ -1601,16 +1816,33 @@ impl Node {
                 under: vec![0; width],
                 row: vec![0; width],
             })),
+            Spec::HashJoin { left, right, keys } => Node::Hash(Box::new(HashJoin {
+                left: Node::build(*left, width, terms, numbers),
+                right: Node::build(*right, width, terms, numbers),
+                keys,
+                built: false,
+                rows: Vec::new(),
+                table: HashMap::default(),
+                loose: Vec::new(),
+                current: vec![0; width],
+                tried: Vec::new(),
+                at: 0,
+                row: vec![0; width],
+                key: Vec::new(),
+            })),
             Spec::Tally {
                 input,
                 slots,
                 count,
                 reduced,
+                exact,
             } => Node::Tally(Box::new(Tally {
                 input: Node::build(*input, width, terms, numbers),
                 slots,
                 count,
                 reduced,
+                exact,
+                done: false,
                 table: HashMap::default(),
                 key: Vec::new(),
                 out: HandOn::new(),
@@ -1727,6 +1959,7 @@ impl Node {
             Node::Tally(tally) => tally.next(cx, mu, out),
             Node::TopK(top) => top.next(cx, mu, out),
             Node::Closure(closure) => closure.next(cx, mu, out),
+            Node::Hash(join) => join.next(cx, mu, out),
         }
     }
 
@@ -1771,14 +2004,17 @@ impl Node {
                 tally.input.reset();
                 tally.table.clear();
                 tally.out.load(Vec::new());
+                tally.done = false;
             }
             Node::TopK(top) => {
                 top.input.reset();
                 top.kept.clear();
                 top.beaten.clear();
                 top.out.load(Vec::new());
+                top.done = false;
             }
             Node::Closure(closure) => closure.reset(),
+            Node::Hash(join) => join.reset(),
         }
     }
 
@@ -1816,6 +2052,7 @@ impl Node {
                 closure.forward.restart();
                 closure.backward.restart();
             }
+            Node::Hash(join) => join.reset(), // never saved: a restart starts it again
         }
     }
 
@@ -1883,6 +2120,10 @@ impl Node {
                 top.input.save(out, foreign);
             }
             Node::Closure(closure) => closure.save(out, foreign),
+            Node::Hash(join) => {
+                join.left.save(out, foreign);
+                join.right.save(out, foreign);
+            }
         }
     }
 
@@ -1941,6 +2182,8 @@ impl Node {
             }
             Node::Tally(tally) => tally.input.fraction(store, mu, None),
             Node::TopK(top) => top.input.fraction(store, mu, None),
+            Node::Hash(join) if join.built => join.left.fraction(store, mu, None),
+            Node::Hash(join) => join.right.fraction(store, mu, None) / 2.0,
             // the nodes expanded of those found so far (more may come: a guess)
             Node::Closure(closure) => match closure.phase {
                 Phase::Start => 0.0,
@@ -1970,6 +2213,7 @@ impl Node {
             Node::Tally(tally) => tally.input.weight(store, mu),
             Node::TopK(top) => top.input.weight(store, mu),
             Node::Closure(_) => 1,
+            Node::Hash(join) => join.right.weight(store, mu) + join.left.weight(store, mu),
         }
     }
 
@@ -2051,6 +2295,10 @@ impl Node {
                 }
                 top.out.load(rows);
                 top.input.load(r)?;
+            }
+            Node::Hash(join) => {
+                join.left.load(r)?;
+                join.right.load(r)?;
             }
         }
         Ok(())

@@ -158,7 +158,9 @@ impl NativeHdt {
     /// forward step, backward step, from slot, to slot, subject, object, "*" | "+"
     /// | "?")` (the ends as atoms' operands), `("merge", left, pattern,
     /// key slot)`, `("slice", input, offset, limit or None)`, `("tally", input,
-    /// slots, count slot or None, [(source, target, "min" | "max" | "sample")])`, `("topk", input, [(slot, descending)], k)`, `("filter",
+    /// slots, count slot or None, [(source, target, "min" | "max" | "sample")], exact)`,
+    /// `("topk", input, [(slot, descending)], k, exact)` (`exact`, optional: in a plan run
+    /// whole), `("hashjoin", left, right, key slots)` (in a plan run whole), `("filter",
     /// input, atoms, condition, test)` and `("extend", input, slot, value,
     /// compute)`. Atoms: `(same, (is_slot, value), (is_slot, value))`, the
     /// comparisons of ids a FILTER starts with. A condition or value: an
@@ -807,6 +809,14 @@ fn plan_spec(
     undecided: &mut Vec<(Py<PyAny>, bool)>,
 ) -> PyResult<Spec> {
     let item = |i: usize| node.get_item(i);
+    // an optional flag at `i` (absent: false)
+    let exact = |i: usize| -> PyResult<bool> {
+        if node.len()? > i {
+            item(i)?.extract()
+        } else {
+            Ok(false)
+        }
+    };
     let input = |undecided: &mut Vec<(Py<PyAny>, bool)>| -> PyResult<Box<Spec>> {
         Ok(Box::new(plan_spec(&item(1)?, width, undecided)?))
     };
@@ -998,6 +1008,7 @@ fn plan_spec(
                 slots,
                 count,
                 reduced,
+                exact: exact(5)?,
             }
         }
         "topk" => {
@@ -1008,7 +1019,21 @@ fn plan_spec(
                     "top-k of an undeclared variable, or of no row",
                 ));
             }
-            Spec::TopK { input, keys, k }
+            Spec::TopK {
+                input,
+                keys,
+                k,
+                exact: exact(4)?,
+            }
+        }
+        "hashjoin" => {
+            let left = input(undecided)?;
+            let right = Box::new(plan_spec(&item(2)?, width, undecided)?);
+            let keys: Vec<usize> = item(3)?.extract()?;
+            if keys.iter().any(|&s| s >= width) {
+                return Err(PyValueError::new_err("hash join on an undeclared variable"));
+            }
+            Spec::HashJoin { left, right, keys }
         }
         other => return Err(PyValueError::new_err(format!("no operator {other:?}"))),
     })

@@ -187,3 +187,30 @@ def test_details_say_why() -> None:
 def test_describe_without_a_pattern() -> None:
     """DESCRIBE <iri> has no WHERE clause: only the form is client-side."""
     assert fragment.query_refusals(parse("DESCRIBE <http://example.org/>").algebra.algebra) == ["DESCRIBE"]
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        ("SELECT ?s (COUNT(*) AS ?n) WHERE { ?s :p ?o } GROUP BY ?s HAVING (COUNT(*) > 2) ORDER BY DESC(?n)", []),
+        ("SELECT ?s (COUNT(?o) AS ?n) (MIN(?o) AS ?lo) (SAMPLE(?o) AS ?any) WHERE { ?s :p ?o } GROUP BY ?s", []),
+        ("SELECT * { { SELECT ?s (MAX(?o) AS ?m) { ?s :p ?o } GROUP BY ?s } ?s :q ?z FILTER(?z > ?m) }", []),
+        ("SELECT DISTINCT ?o WHERE { ?s :p ?o } ORDER BY ?o LIMIT 3 OFFSET 2", []),
+        ("SELECT ?s WHERE { { SELECT ?s { ?s :p ?o } ORDER BY ?o LIMIT 5 } FILTER NOT EXISTS { ?s :q 1 } }", []),
+        ("SELECT (SUM(?o) AS ?t) WHERE { ?s :p ?o }", ["SUM"]),
+        ("SELECT (COUNT(DISTINCT ?o) AS ?n) WHERE { ?s :p ?o }", ["COUNT"]),
+        ("SELECT (COUNT(?z) AS ?n) WHERE { ?s :p ?o OPTIONAL { ?s :q ?z } }", ["COUNT"]),
+        ("SELECT (COUNT(*) AS ?n) (COUNT(?o) AS ?m) WHERE { ?s :p ?o }", ["COUNT"]),
+        # a key's expression is a BIND in the group's pattern (the parser's)
+        ("SELECT ?k (COUNT(*) AS ?n) WHERE { ?s :p ?o } GROUP BY (STR(?o) AS ?k)", []),
+        ("SELECT (COUNT(*) AS ?n) WHERE { ?s :p ?o } GROUP BY STR(?o)", []),
+        ("SELECT * { { SELECT ?s { ?s :p ?o } LIMIT 2 } UNION { ?s :q ?o } }", ["subquery"]),
+        ("SELECT * WHERE { ?s :p* ?o }", ["property path"]),
+        ("ASK { { SELECT ?s (COUNT(*) AS ?n) { ?s :p ?o } GROUP BY ?s } FILTER(?n > 3) }", []),
+        ("CONSTRUCT { ?s :p ?o } WHERE { ?s :p ?o }", ["CONSTRUCT"]),
+    ],
+)
+def test_what_a_worker_runs_whole(query: str, refused: list[str]) -> None:
+    """`whole_refusals`: besides the fragment, modifiers at any depth, subqueries joined with
+    the rest, and GROUP BY of variables with one COUNT, MIN, MAX and SAMPLE."""
+    assert fragment.whole_refusals(algebra(query)) == refused

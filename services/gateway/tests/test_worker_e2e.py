@@ -159,3 +159,24 @@ def test_partial_answers_merge_into_the_answer(e2e: Service) -> None:
     # with `next`, `partial` changes nothing: the token continues the query as it began
     again = e2e.client.post("/v1/datasets/watdiv/query", json={"next": pages[0]["next"], "partial": False})
     assert again.status_code == 200 and again.json()["results"] == pages[1]["results"]
+
+
+def test_a_query_run_whole(e2e: Service) -> None:
+    """`whole`: every operator on the worker, the whole answer in one page; 422 `unfinished` when
+    it does not finish in its one quantum (2 ms over 100,000 triples), `unsupported-operator` for
+    an operator a worker does not run whole."""
+    top = (
+        "SELECT ?p ?n WHERE { { SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p } } "
+        "ORDER BY DESC(?n) ?p LIMIT 3"
+    )
+    response = e2e.client.post("/v1/datasets/whole/query", json={"query": top, "whole": True})
+    assert response.status_code == 200, response.text
+    page = response.json()
+    counts = [int(b["n"]["value"]) for b in page["results"]["bindings"]]
+    assert page["next"] is None and len(counts) == 3 and counts == sorted(counts, reverse=True)
+    _, grouped = run(e2e.client, "whole", "SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p", partial=True)
+    assert counts == sorted((int(b["n"]["value"]) for b in grouped), reverse=True)[:3]
+    problem(e2e.client.post("/v1/datasets/watdiv/query", json={"query": top, "whole": True}), 422, "unfinished")
+    summed = "SELECT (SUM(?o) AS ?s) WHERE { ?s <http://purl.org/stuff/rev#rating> ?o }"
+    refused = e2e.client.post("/v1/datasets/whole/query", json={"query": summed, "whole": True})
+    assert problem(refused, 422, "unsupported-operator")["operator"] == "SUM"

@@ -103,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _stats(event: RequestEvent) -> None:
     stats = json.dumps(dict(event.stats), separators=(",", ":"))
-    shipped = " partial" if event.request is not None and event.request.partial else ""  # an operator ran there
+    request = event.request
+    # where operators ran: per quantum (partial answers), or every one of the query's (whole)
+    shipped = "" if request is None else " partial" if request.partial else " whole" if request.whole else ""
     print(
         f"{event.name} {event.status}{shipped} {event.elapsed_s * 1000:.1f} ms {event.bytes} B {stats}", file=sys.stderr
     )

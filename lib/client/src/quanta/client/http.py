@@ -100,6 +100,8 @@ class HttpTransport:
         )
         if request.partial and request.query is not None:
             body["partial"] = True
+        if request.whole and request.query is not None:
+            body["whole"] = True
         if request.graph is not None:
             body["graph"] = request.graph
         mode = plan or self.plan

@@ -84,6 +84,7 @@ def run_quantum(
         page = execute(
             store, query=request.query if saved is None else None, saved=saved, quantum_seconds=quantum_s,
             max_results=max_results, max_bytes=max_bytes, columns=request.columns, partial=request.partial,
+            whole=request.whole,
         )  # fmt: skip
     except QuantaError as error:
         raise query_error(error) from error

@@ -25,6 +25,7 @@ from quanta.client.budgets import DEFAULT_BUDGETS, Budgets
 from quanta.client.plan.context import QueryContext
 from quanta.client.plan.parsing import query_error
 from quanta.client.plan.query import QueryPlan, plan_query
+from quanta.client.plan.whole import WholeTries
 from quanta.client.requester import DEFAULT_RETRY, Cancelled, OnRequest, Requester, RequestEvent, Retry
 from quanta.client.services import ServiceEndpoint
 from quanta.client.transport import QueryError, SubRequest, Transport
@@ -59,15 +60,20 @@ class SmartClient:
         retry: Retry = DEFAULT_RETRY,
         optional: str = "server",
         ship: bool = True,
+        whole: bool = True,
     ) -> None:
         """`optional`: how OPTIONAL runs when the server evaluates both sides: "server"
         (in the server's piece), or in the client, "auto" (OptJoin: one query) or "bind"
         (BindLeftJoin: one per block).
         `ship`: GROUP BY and DISTINCT over a server piece run on the server in
-        partial answers (function shipping); False: here, over every row (data shipping)."""
+        partial answers (function shipping); False: here, over every row (data shipping).
+        `whole`: a query outside the fragment that a worker can run whole (`fragment.whole_refusals`)
+        is sent whole first (`ops.remote.Whole`), in pieces when it does not finish in one quantum
+        there (`plan.whole` says when it is tried); False: in pieces at once (with `ship` False too)."""
         self.transport = transport
         self.optional = optional
         self.ship = ship
+        self.whole = WholeTries() if whole and ship else None
         self.budgets = budgets
         self.services = dict(services or {})
         self.on_request = on_request
@@ -91,8 +97,9 @@ class SmartClient:
         context = QueryContext(requester, spec.name, self.budgets, self.services)
         try:
             plan = await plan_query(
-                query, spec, context, self.transport, strategy=self.optional, base=base, ship=self.ship
-            )
+                query, spec, context, self.transport, strategy=self.optional, base=base, ship=self.ship,
+                whole=self.whole,
+            )  # fmt: skip
         except QuantaError as error:  # a constant expression past a limit, evaluated while planning
             context.close()
             raise query_error(error) from error

@@ -36,6 +36,8 @@ class SubRequest:
     # A DISTINCT, or GROUP BY with COUNT(*), answered per quantum: each page's rows
     # distinct (with their counts) in that page alone, for the caller to merge
     partial: bool = False
+    # The whole query in one quantum, every operator on the server, or the error "unfinished"
+    whole: bool = False
 
     def __post_init__(self) -> None:
         if (self.query is None) == (self.next is None):

@@ -24,7 +24,7 @@ from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.storage import TripleStore
 from quanta.native._core import PageTooLarge
 from quanta.sparql.collector import collection_paused
-from quanta.sparql.errors import InvalidRequest
+from quanta.sparql.errors import InvalidRequest, StateTooLarge, Unfinished
 from quanta.sparql.results import rows_text
 from quanta.sparql.term_rows import Row
 from quanta.sparql.term_table import IdMapping
@@ -104,17 +104,20 @@ def execute(
     max_bytes: int | None = None,
     columns: Sequence[str] = (),
     partial: bool = False,
+    whole: bool = False,
 ) -> QuantumPage:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`).
     `columns`: the page's head, some of the query's variables in any order
     (empty: the query's own head; InvalidRequest if one is not there).
     `partial`: a new query's DISTINCT, or GROUP BY with COUNT(*), is answered
     per quantum, for the client to merge (`compile_query`).
+    `whole`: a new query is run whole, every operator here (`compile_query`), in one
+    quantum and one page, or raises Unfinished (none of its work kept).
     The cyclic collector waits meanwhile (operators make only acyclic tuples):
     a collection over the previous page's rows stalled a clock check or a
     resume by up to ~20 ms; it runs between quanta instead."""
     with collection_paused():
-        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns, partial)
+        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns, partial, whole)
 
 
 def _execute(
@@ -126,6 +129,7 @@ def _execute(
     max_bytes: int | None,
     columns: Sequence[str],
     partial: bool,
+    whole: bool,
 ) -> QuantumPage:
     stats = QuantumStats()
     quantum = Quantum(quantum_seconds)
@@ -135,11 +139,18 @@ def _execute(
         stats.resume_ms = _ms(start)
     else:
         assert query is not None
-        plan = compile_query(query, store, partial)
+        plan = compile_query(query, store, partial, whole)
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
     head, decoder, renderer = edge(plan, columns)  # before the work: a wrong column fails at once
-    rows, done = run(plan, quantum, max_results, max_bytes, render=renderer)
+    try:
+        rows, done = run(plan, quantum, max_results, max_bytes, render=renderer)
+    except StateTooLarge as error:
+        if whole:
+            raise Unfinished(str(error)) from None
+        raise
+    if whole and not done:
+        raise Unfinished(f"not finished in one quantum of {quantum_seconds} s or one page")
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
     saved_next = None

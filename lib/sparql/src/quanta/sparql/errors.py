@@ -34,6 +34,8 @@ class ErrorKind(Enum):
     QUERY_TOO_LONG = ("query-too-long", 413, "The query is too long")
     UNSUPPORTED_MEDIA_TYPE = ("unsupported-media-type", 415, "The endpoint does not read this media type")
     UNSUPPORTED_OPERATOR = ("unsupported-operator", 422, "The query uses an operator the server does not evaluate")
+    # asked to run a query whole (the smart client's try before it runs the query in pieces)
+    UNFINISHED = ("unfinished", 422, "The query does not finish in one quantum on a worker")
     UNKNOWN_GRAPH = ("unknown-graph", 404, "The dataset has no graph of that name")
     SERVICE_NOT_ALLOWED = ("service-not-allowed", 403, "SERVICE names an endpoint that is not on the allowlist")
     # an expression (FILTER, BIND, ...) built a value past a limit: quanta.sparql.expr_values.ExpressionLimit
@@ -135,6 +137,13 @@ class UnsupportedQuery(QuantaError):
         text = f"{operator} is not evaluated server-side; the smart client runs it"
         super().__init__(f"{text} ({detail})" if detail else text)
         self.operator = operator
+
+
+class Unfinished(QuantaError):
+    """A query asked to run whole did not finish in its one quantum (or held more than a plan
+    run whole may): the smart client runs it in pieces instead."""
+
+    kind = ErrorKind.UNFINISHED
 
 
 class InvalidPlan(QuantaError):

@@ -166,6 +166,70 @@ def query_refusals(query: Any) -> list[str]:
     return _unique(found + select_refusals(query.p))
 
 
+# Aggregates a worker running a query whole computes (`whole_refusals`): COUNT, and the
+# reductions of its tally
+WHOLE_AGGREGATES = frozenset({"Aggregate_Count", "Aggregate_Min", "Aggregate_Max", "Aggregate_Sample"})
+# Modifiers a worker running a query whole evaluates at any depth (a subquery's too)
+WHOLE_MODIFIERS = frozenset({"Slice", "Project", "Distinct", "Reduced", "ToMultiSet"})
+
+
+def whole_refusals(query: Any) -> list[str]:
+    """The operators of a query (`parse(text).algebra.algebra`) that a worker cannot run when it
+    runs the query whole (`compile_query(..., whole=True)`), in pre-order, each once; empty when
+    it can. Besides the fragment, a worker runs whole (a SELECT or an ASK): projection, DISTINCT, ORDER BY
+    and LIMIT/OFFSET at any depth, subqueries joined with the rest, HAVING and BIND over their
+    results, and GROUP BY of variables with COUNT(*), COUNT of a variable every solution binds
+    (one of them), MIN, MAX and SAMPLE of a variable."""
+    if query.name not in ("SelectQuery", "AskQuery"):
+        return [FORMS.get(query.name) or query.name]
+    if _param(query, "datasetClause"):
+        return ["FROM"]
+    return _unique(_whole(query.p))
+
+
+def _whole(node: Any) -> Iterator[str]:
+    name = node.name
+    if server_evaluates(node):
+        return
+    if name in WHOLE_MODIFIERS:
+        yield from _whole(node.p)
+    elif name in ("Extend", "Filter", "OrderBy"):
+        if name == "Filter":
+            for c in conjuncts(node.expr):
+                yield from _walk(c.graph if exists_conjunct(c) else c)
+        else:
+            yield from _walk(node.expr)
+        yield from _whole(node.p)
+    elif name == "Join":
+        yield from _whole(node.p1)
+        yield from _whole(node.p2)
+    elif name == "AggregateJoin":
+        yield from _whole_aggregates(node)
+        yield from _whole(node.p.p)
+    else:  # a pattern of the fragment with a subquery or group inside (a UNION's branch, say)
+        yield from refusals(node) or [refusal(node) or name]
+
+
+def _whole_aggregates(node: Any) -> Iterator[str]:
+    from quanta.sparql.variables import certain
+
+    keys = _param(node.p, "expr") or []
+    if not all(isinstance(k, Var) for k in keys):
+        yield "GROUP BY"
+    counts = 0
+    for aggregate in node.A:
+        argument = _param(aggregate, "vars")
+        counted = aggregate.name == "Aggregate_Count" and (argument == "*" or argument in certain(node.p.p))
+        counts += counted
+        if (
+            aggregate.name not in WHOLE_AGGREGATES
+            or _param(aggregate, "distinct")
+            or not (counted or (aggregate.name != "Aggregate_Count" and isinstance(argument, Var)))
+            or counts > 1
+        ):
+            yield refusal(aggregate) or aggregate.name
+
+
 # The largest k of an ORDER BY ... LIMIT k answered in partial answers (the rows a quantum keeps)
 MAX_TOP = 10_000
 # Aggregates a GROUP BY's partial answers reduce to one value per row of the keys (a Tally's)

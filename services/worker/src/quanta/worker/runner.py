@@ -126,6 +126,7 @@ class Runner:
             max_bytes=dataset.max_page_bytes,
             columns=task.columns,
             partial=task.partial,
+            whole=task.whole,
         )
 
     @staticmethod

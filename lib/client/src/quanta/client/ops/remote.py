@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from quanta.client.ops.base import Batch, Op, Shape
 from quanta.client.plan.context import QueryContext
-from quanta.client.transport import SubRequest
+from quanta.client.transport import QueryError, SubRequest
+from quanta.sparql.errors import ErrorKind
 from quanta.sparql.term_rows import Row
 
 FOREIGN = "_: foreign"  # a blank node label no HDT dictionary holds (labels have no spaces)
@@ -84,14 +85,14 @@ class Columns:
 
 
 async def fetch(
-    ctx: QueryContext, source: Source, text: str, columns: Columns, partial: bool = False
+    ctx: QueryContext, source: Source, text: str, columns: Columns, partial: bool = False, whole: bool = False
 ) -> AsyncGenerator[Batch, None]:
     """Every page of one server query, as rows (stops sending when the consumer
     stops), in batches of `yield_rows` at most and about `batch_bytes` (the
     page's bytes shared evenly by its rows): a page may hold 100,000 rows, or
     a few of a million characters, and what comes after works batch by batch
     between turns of the event loop."""
-    request = SubRequest(ctx.dataset, source.graph, text, partial=partial)
+    request = SubRequest(ctx.dataset, source.graph, text, partial=partial, whole=whole)
     budgets = ctx.budgets
     async for page in ctx.requester.pages(request):
         size = budgets.yield_rows
@@ -115,6 +116,7 @@ class Piece:
     maybe: frozenset[int]
     certain: frozenset[int]
     partial: bool = False  # a DISTINCT or COUNT(*) the server answers per quantum (SubRequest.partial)
+    whole: bool = False  # the whole query, every operator on the server, or "unfinished" (SubRequest.whole)
 
     @property
     def source(self) -> Source:
@@ -131,8 +133,43 @@ class Remote(Op):
         self.certain = piece.certain
 
     async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
-        async for batch in fetch(ctx, self.piece.source, self.text, self.piece.columns, self.piece.partial):
+        piece = self.piece
+        async for batch in fetch(ctx, piece.source, self.text, piece.columns, piece.partial, piece.whole):
             yield batch
 
     def label(self) -> str:
-        return f"Remote[{self.piece.source.label()}] {self.text}"
+        whole = " whole" if self.piece.whole else ""
+        return f"Remote[{self.piece.source.label()}]{whole} {self.text}"
+
+
+# What a worker answers a query it does not run whole: the client runs it in pieces
+NOT_WHOLE = frozenset({ErrorKind.UNFINISHED, ErrorKind.UNSUPPORTED_OPERATOR})
+
+
+class Whole(Op):
+    """The query run whole by a worker (`remote`, one request: every operator there, and its
+    whole answer in one page), or, when the worker cannot finish it in one quantum, `pieces`:
+    the query as the client plans it. A worker's answer is whole or none, so nothing was handed
+    on when the pieces start; what was tried costs one quantum at most. `outcome(finished)` is
+    told how it went (`plan.whole.WholeTries`)."""
+
+    def __init__(self, remote: Remote, pieces: Op, outcome: Callable[[bool], None] = lambda _: None) -> None:
+        self.remote, self.pieces, self.outcome = remote, pieces, outcome
+        self.maybe, self.certain = pieces.maybe, pieces.certain
+
+    def children(self) -> list[Op]:
+        return [self.remote, self.pieces]
+
+    async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
+        try:
+            batches = [batch async for batch in self.remote.run(ctx)]
+        except QueryError as error:
+            if error.kind not in NOT_WHOLE:
+                raise
+            self.outcome(False)
+            async for batch in self.pieces.run(ctx):
+                yield batch
+            return
+        self.outcome(True)
+        for batch in batches:
+            yield batch

@@ -21,14 +21,16 @@ from typing import TYPE_CHECKING, Any
 from quanta.client.ops.base import Batch, Op
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
-from quanta.client.ops.remote import Columns, Piece, Remote, Sources
+from quanta.client.ops.remote import Columns, Piece, Remote, Sources, Whole
 from quanta.client.ops.standalone import Rows
 from quanta.client.plan.algebra import Prepass, member
 from quanta.client.plan.context import QueryContext
 from quanta.client.plan.parsing import Query, parse_query, query_error
 from quanta.client.plan.planner import Graphs, Planner, QueryDataset, server_may_run
 from quanta.client.plan.scope import Scope, Slots
+from quanta.client.plan.whole import WholeTries, shape
 from quanta.client.transport import Cardinalities, QueryError, Transport
+from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
@@ -71,21 +73,25 @@ async def plan_query(
     strategy: str = "server",
     base: str | None = None,
     ship: bool = True,
+    whole: WholeTries | None = None,
 ) -> QueryPlan:
+    """`whole`: what the workers answered queries sent whole first (`Whole`); None: in pieces."""
     query = await parse_query(text, base)
     algebra = query.algebra
     form = FORMS[algebra.name]
     if query.refusals:  # else there is no SERVICE to check, nor GRAPH to look for
         _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
-    whole = _whole_on_server(text, query, form, dataset, sources, base) if server_may_run(strategy, algebra) else None
-    if whole is not None:
-        return whole
+    server = server_may_run(strategy, algebra)  # OPTIONAL in the server's pieces (else the client was asked to)
+    sent = _whole_on_server(text, query, form, dataset, sources, base) if server else None
+    if sent is not None:
+        return sent
     # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
     try:
         counts = partial(transport.cardinalities, spec.name)
+        written = (text if base is None else f"BASE <{base}>\n{text}", whole) if whole and server else None
         return await bounded_async(
-            lambda: _plan(query, form, dataset, sources, context, strategy, ship, counts), text, base
+            lambda: _plan(query, form, dataset, sources, context, strategy, ship, counts, written), text, base
         )
     except QuantaError as error:
         raise query_error(error) from error
@@ -100,7 +106,10 @@ def _plan(
     strategy: str,
     ship: bool,
     counts: Callable[[str | None], Cardinalities | None],
+    whole: tuple[str, WholeTries] | None,
 ) -> QueryPlan:
+    """`whole`: the query as written, to be sent whole first (`Whole`) where a worker can run it
+    whole, and when that is worth it; None: in pieces."""
     algebra = query.algebra
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
@@ -133,7 +142,24 @@ def _plan(
         return QueryPlan(form, [], root, [])
     head = _head(algebra, query, planner)
     variables, output = [str(v) for v in head], [scope.slot(v) for v in head]
-    return QueryPlan(form, variables, root, output, _direct(root, sources, variables, output))
+    direct = _direct(root, sources, variables, output)
+    source = dataset.default.single
+    if (
+        whole is not None
+        and direct is None
+        and not query.star
+        and source is not None
+        and not sources.rename
+        and not fragment.whole_refusals(algebra)
+    ):
+        # function shipping of the whole query: tried first, the pieces if the worker cannot finish it
+        text, tries = whole
+        key = shape(algebra)
+        if tries.worth_trying(key):
+            columns = Columns(dict(zip(variables, output, strict=True)), slots, source)
+            piece = Piece(lambda _: text, columns, frozenset(output), frozenset(), whole=True)
+            root = Whole(Remote(piece), root, lambda finished: tries.outcome(key, finished))
+    return QueryPlan(form, variables, root, output, direct)
 
 
 def _whole_on_server(

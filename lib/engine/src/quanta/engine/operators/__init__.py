@@ -13,7 +13,7 @@ from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
 from quanta.engine.operators.closure import Closure
-from quanta.engine.operators.joins import IndexJoin, LeftJoin, MergeJoin, SemiJoin
+from quanta.engine.operators.joins import HashJoin, IndexJoin, LeftJoin, MergeJoin, SemiJoin
 from quanta.engine.operators.partial import Tally, TopK
 from quanta.engine.operators.scan import Scan
 from quanta.engine.operators.slice import Slice
@@ -22,6 +22,7 @@ from quanta.engine.operators.values import Values
 
 __all__ = [
     "Closure",
+    "HashJoin",
     "IndexJoin",
     "LeftJoin",
     "MergeJoin",

@@ -148,3 +148,25 @@ class MergeJoin(Operator):
 
     def sorted_on(self) -> int | None:
         return self.key
+
+
+class HashJoin(Operator):
+    """SPARQL's join of two inputs, each evaluated once (subqueries): `right` read whole into
+    a table by its values of `keys` (slots both sides bind in every row), then each row of
+    `left` with each compatible row of it. Only in a plan run whole (never saved: no
+    description)."""
+
+    __slots__ = ("keys", "left", "right")
+
+    def __init__(self, ctx: Context, left: Operator, right: Operator, keys: list[int]) -> None:
+        super().__init__(ctx)
+        self.left, self.right, self.keys = left, right, keys
+
+    def describe(self) -> pb.Operator:
+        raise ValueError("a plan run whole is never saved")
+
+    def spec(self) -> Spec:
+        return ("hashjoin", self.left.spec(), self.right.spec(), self.keys)
+
+    def variables(self) -> set[int]:
+        return self.left.variables() | self.right.variables()

@@ -6,6 +6,10 @@ each once with how many times it came, or the first k rows in the query's order.
 may come again in a later quantum (the client adds its counts), and a later quantum's
 rows may come before an earlier one's (the client keeps the first k of all). Only at the
 root of a plan compiled for partial answers (`compile_query(..., partial=True)`).
+
+`exact` ones, anywhere in a plan run whole (`compile_query(..., whole=True)`), hand on the whole
+input's groups or first k rows once it ended, or stop the plan unfinished: such a plan is never
+saved, so they have no description.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ REDUCTIONS = ("min", "max", "sample", "sum")  # by pb.Reduced.Kind
 
 
 class Tally(Operator):
-    __slots__ = ("count", "input", "reduced", "slots")
+    __slots__ = ("count", "exact", "input", "reduced", "slots")
 
     def __init__(
         self,
@@ -29,10 +33,12 @@ class Tally(Operator):
         slots: list[int],
         count: int | None,
         reduced: list[tuple[int, int, str]] | None = None,
+        exact: bool = False,
     ) -> None:
         super().__init__(ctx)
         self.input = input
         self.slots = slots
+        self.exact = exact
         self.count = count  # the slot a row's count is bound to; None: DISTINCT
         # (source slot, target slot, "min" | "max" | "sample" | "sum"): per distinct row of `slots`,
         # the least, greatest or first value of the source slot the quantum found, or the sum of its
@@ -40,6 +46,7 @@ class Tally(Operator):
         self.reduced = reduced or []
 
     def describe(self) -> pb.Operator:
+        _saved(self.exact)
         reduced = [
             pb.Reduced(source=source, target=target, kind=cast("pb.Reduced.Kind", REDUCTIONS.index(how)))
             for source, target, how in self.reduced
@@ -50,7 +57,7 @@ class Tally(Operator):
         return pb.Operator(tally=msg)
 
     def spec(self) -> Spec:
-        return ("tally", self.input.spec(), self.slots, self.count, self.reduced)
+        return ("tally", self.input.spec(), self.slots, self.count, self.reduced, self.exact)
 
     @classmethod
     def build(cls, msg: pb.Tally, ctx: Context) -> Tally:
@@ -68,20 +75,24 @@ class Tally(Operator):
 
 
 class TopK(Operator):
-    __slots__ = ("input", "k", "keys")
+    __slots__ = ("exact", "input", "k", "keys")
 
-    def __init__(self, ctx: Context, input: Operator, keys: list[tuple[int, bool]], k: int) -> None:
+    def __init__(
+        self, ctx: Context, input: Operator, keys: list[tuple[int, bool]], k: int, exact: bool = False
+    ) -> None:
         super().__init__(ctx)
         self.input = input
         self.keys = keys  # (slot, descending), in ORDER BY's order
         self.k = k
+        self.exact = exact
 
     def describe(self) -> pb.Operator:
+        _saved(self.exact)
         keys = [pb.OrderKey(slot=slot, descending=descending) for slot, descending in self.keys]
         return pb.Operator(top_k=pb.TopK(input=self.input.describe(), keys=keys, k=self.k))
 
     def spec(self) -> Spec:
-        return ("topk", self.input.spec(), self.keys, self.k)
+        return ("topk", self.input.spec(), self.keys, self.k, self.exact)
 
     @classmethod
     def build(cls, msg: pb.TopK, ctx: Context) -> TopK:
@@ -93,3 +104,8 @@ class TopK(Operator):
 
     def variables(self) -> set[int]:
         return self.input.variables()
+
+
+def _saved(exact: bool) -> None:
+    if exact:
+        raise ValueError("a plan run whole is never saved")

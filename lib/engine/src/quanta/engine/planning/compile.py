@@ -7,19 +7,33 @@ multiset UNION, OPTIONAL (a LeftJoin), FILTER over pure expressions, FILTER (NOT
 and MINUS (a SemiJoin), property-path closures with an anchored end (a Closure), BIND, VALUES, SELECT
 projection, LIMIT/OFFSET at the top, ASK (as LIMIT 1); and, for a query
 asked for partial answers, a DISTINCT or a GROUP BY with COUNT(*) (a Tally), or an
-ORDER BY ... LIMIT (a TopK).
+ORDER BY ... LIMIT (a TopK). A query run whole (`fragment.whole_refusals` admits it) may also
+have subqueries (hash-joined), GROUP BY with COUNT, MIN, MAX or SAMPLE, HAVING, DISTINCT and
+ORDER BY at any depth (an exact Tally or TopK): its answer is complete or none (`whole`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quanta.engine import pb
 from quanta.engine.context import Context
-from quanta.engine.operators import Closure, LeftJoin, Operator, Scan, SemiJoin, Slice, Tally, TopK, Union, Values
+from quanta.engine.operators import (
+    Closure,
+    HashJoin,
+    LeftJoin,
+    Operator,
+    Scan,
+    SemiJoin,
+    Slice,
+    Tally,
+    TopK,
+    Union,
+    Values,
+)
 from quanta.engine.plan import ASK, SELECT, Plan
 from quanta.engine.planning.planner import Component, plan_join
 from quanta.engine.planning.ranges import ObjectRange, date_ranges
@@ -41,18 +55,25 @@ from quanta.sparql.syntax import (
 )
 from quanta.sparql.term_table import TermTable
 from quanta.sparql.terms import from_term
-from quanta.sparql.variables import maybe
+from quanta.sparql.variables import all_variables, maybe
 
 Triple = tuple[RdfTerm, RdfTerm | PropertyPath, RdfTerm]
 
 
-def compile_query(text: str, store: TripleStore, partial: bool = False) -> Plan:
+def compile_query(text: str, store: TripleStore, partial: bool = False, whole: bool = False) -> Plan:
     """Parse (shape-cached) and compile a query against a dataset, within
     `quanta.sparql.bounds`: on a parse thread, under the parse budget (the
     compiler walks the tree as deep as the parser), a refusal remembered.
     `partial`: a DISTINCT or a GROUP BY with COUNT(*) the fragment admits
-    (`fragment.tally`) is answered per quantum (`Tally`), for the client to merge."""
-    return bounded(lambda: Compiler(read(text), store, partial=partial).compile(), text)
+    (`fragment.tally`) is answered per quantum (`Tally`), for the client to merge.
+    `whole`: the query is run whole, every operator here (`Compiler.tail`)."""
+    return bounded(lambda: Compiler(read(text), store, partial=partial, whole=whole).compile(), text)
+
+
+# Modifiers and groups a query run whole evaluates besides the fragment's patterns
+TAIL = frozenset({"Slice", "Project", "Distinct", "Reduced", "OrderBy", "AggregateJoin"})
+# k of an exact top-k that orders every row (a plan run whole holds at most WHOLE_ROWS, natively)
+EVERY_ROW = 1 << 40
 
 
 @dataclass
@@ -60,7 +81,10 @@ class Compiler:
     parsed: ParsedQuery
     store: TripleStore
     partial: bool = False
+    whole: bool = False
     names: list[str] = field(default_factory=list)
+    # a subquery's own variables (those it does not project), renamed apart while it compiles
+    local: dict[RdfTerm, RdfTerm] = field(default_factory=dict)
     slots: dict[RdfTerm, int] = field(default_factory=dict)
     # while an EXISTS pattern compiles: the filtered pattern's variables, which its expressions see too
     injected: frozenset[Var] = frozenset()
@@ -73,6 +97,7 @@ class Compiler:
     # -- variables and terms --
 
     def slot(self, var: RdfTerm) -> int:
+        var = self.local.get(var, var)
         slot = self.slots.get(var)
         if slot is None:
             slot = self.slots[var] = len(self.names)
@@ -86,6 +111,12 @@ class Compiler:
 
     def compile(self) -> Plan:
         query = self.parsed.algebra.algebra
+        if self.whole:
+            fragment.refuse(fragment.whole_refusals(query))
+            root = self.tail(query.p).operator
+            if query.name == "AskQuery":
+                return self.plan(Slice(self.ctx, root, 0, 1), [], ASK)
+            return self.plan(root, [self.slot(v) for v in query.PV], SELECT)
         shape = self.partial_shape(query)
         if shape is not None:
             root = self.pattern(shape.pattern, frozenset()).operator
@@ -124,17 +155,110 @@ class Compiler:
         query = self.parsed.algebra.algebra
         self.ctx.width = len(self.names)
         plan = Plan.compiled(self.ctx, root, self.names, slots, form)
-        if _nesting(query.p) > CHECKED_NESTING:
+        if not self.whole and _nesting(query.p) > CHECKED_NESTING:
             # protobuf decodes 100 levels: a plan nested deeper would save and never resume
             # (DecodeError: `bounds` makes it query-too-complex, before any result)
             pb.PhysicalPlan.FromString(plan.description)
         return plan
+
+    # -- a query run whole --
+
+    def tail(self, node: Any, first: int | None = None) -> Component:
+        """A pattern of a query run whole: the fragment's patterns (`pattern`), and the modifiers
+        and groups of any subquery, each evaluated once. `first`: only that many of its first
+        rows are read (an ORDER BY keeps them alone)."""
+        name = node.name
+        if name == "Slice":
+            start, limit = node.start or 0, node.length
+            inner = self.tail(node.p, None if limit is None else start + limit)
+            return replace(inner, operator=Slice(self.ctx, inner.operator, start, limit))
+        if name == "Project":
+            return self.subquery(node, first)
+        if name in ("Reduced", "ToMultiSet"):
+            return self.tail(node.p, first)
+        if name == "Distinct":
+            inner = self.tail(node.p)
+            slots = [self.slot(v) for v in node.p.PV]
+            tally = Tally(self.ctx, inner.operator, slots, None, exact=True)
+            return Component(tally, inner.estimate, inner.variables & set(slots), inner.certain & set(slots))
+        if name == "OrderBy":
+            return self.order(node, first)
+        if name == "AggregateJoin":
+            return self.aggregates(node)
+        return self.pattern(node, frozenset())
+
+    def subquery(self, node: Any, first: int | None) -> Component:
+        """SELECT's projection: the variables it does not project get slots of their own
+        while its pattern compiles (a subquery's are not those of the query around it)."""
+        projected = set(node.PV)
+        outer = self.local
+        self.local = dict(outer)
+        for var in set(all_variables(node.p)) - projected:
+            self.local[var] = Var(f"{var} {len(self.names)} {len(self.local)}")  # a space: no query's name
+        try:
+            inner = self.tail(node.p, first)
+        finally:
+            self.local = outer
+        slots = {self.slot(v) for v in projected}
+        return Component(inner.operator, inner.estimate, inner.variables & slots, inner.certain & slots)
+
+    def order(self, node: Any, first: int | None) -> Component:
+        """ORDER BY: its expressions bound to slots of their own, then an exact top-k of
+        `first` rows (every row without)."""
+        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+
+        inner = self.tail(node.p)
+        operator, keys = inner.operator, []
+        for condition in node.expr:
+            ordered = isinstance(condition, AlgebraNode) and condition.name == "OrderCondition"
+            expr = condition.expr if ordered else condition
+            if isinstance(expr, Var):
+                slot = self.slot(expr)
+            else:
+                slot = self.slot(BlankTerm(f"order {len(self.names)}"))
+                operator = Extend(self.ctx, operator, slot, self.expression(expr, node.p)[0])
+            keys.append((slot, ordered and condition.get("order") == "DESC"))
+        top = TopK(self.ctx, operator, keys, EVERY_ROW if first is None else max(first, 1), exact=True)
+        return replace(inner, operator=top)
+
+    def aggregates(self, node: Any) -> Component:
+        """GROUP BY with COUNT (one), MIN, MAX, SAMPLE (`fragment.whole_refusals`): an exact tally
+        of the group's pattern."""
+        inner = self.tail(node.p.p)
+        keys = [self.slot(k) for k in node.p.get("expr") or []]
+        count, reduced = None, []
+        for aggregate in node.A:
+            result = self.slot(aggregate.res)
+            if aggregate.name == "Aggregate_Count":
+                count = result
+            else:
+                reduced.append((self.slot(aggregate.vars), result, aggregate.name.removeprefix("Aggregate_").lower()))
+        tally = Tally(self.ctx, inner.operator, keys, count, reduced, exact=True)
+        counted = frozenset() if count is None else frozenset({count})
+        results = frozenset(target for _, target, _ in reduced)
+        return Component(
+            tally, inner.estimate, frozenset(keys) | counted | results, (inner.certain & set(keys)) | counted
+        )
+
+    def hash_join(self, left: Component, right: Component) -> Component:
+        """Two inputs each evaluated once, joined: the smaller one read into the table."""
+        if right.estimate > left.estimate:
+            left, right = right, left
+        keys = sorted(left.certain & right.certain)
+        return Component(
+            HashJoin(self.ctx, left.operator, right.operator, keys),
+            min(left.estimate, right.estimate),
+            left.variables | right.variables,
+            left.certain | right.certain,
+        )
 
     # -- graph patterns --
 
     def pattern(self, node: Any, bound: frozenset[int]) -> Component:
         """Compile a graph pattern evaluated under bindings of `bound` slots."""
         name = node.name
+        if self.whole and name in TAIL:
+            return self.tail(node)
         if name in ("BGP", "Join", "Filter"):
             return self.group(node, bound)
         if name == "Union":
@@ -287,7 +411,10 @@ class Compiler:
     ) -> Component:
         """The group's join; an equality of two of its variables (from `filters[start]` on) is
         a join on one of them (`equated`). `ranges`: the strings its FILTERs hold variables
-        between (`ranges.date_ranges`)."""
+        between (`ranges.date_ranges`). In a query run whole, its subqueries are evaluated
+        once each and hash-joined with the rest (`apart`)."""
+        if self.whole and any(not fragment.server_evaluates(p) for p in parts):
+            return self.apart(triples, filters, parts, bound, ranges)
         equality = self.equality(triples, filters, parts, bound, start)
         if equality is not None:
             return self.equated(triples, filters, parts, bound, *equality, ranges)
@@ -300,6 +427,34 @@ class Compiler:
         if not comps:
             comps.append(Component(Values(self.ctx, [], [()]), 1, frozenset(), frozenset()))
         return plan_join(self.ctx, comps, filters, bound)
+
+    def apart(
+        self,
+        triples: list[Triple],
+        filters: list[tuple[pb.Expr, frozenset[int]]],
+        parts: list[Any],
+        bound: frozenset[int],
+        ranges: Mapping[Var, ObjectRange],
+    ) -> Component:
+        """A group of a query run whole with subqueries (or groups): its patterns joined as
+        `join_group` joins them, with the FILTERs over their variables alone, then hash-joined
+        with each subquery, then the other FILTERs."""
+        inside = [p for p in parts if fragment.server_evaluates(p)]
+        own = {self.slot(t) for triple in triples for t in triple if isinstance(t, Var | BlankTerm)}
+        own |= {self.slot(v) for p in inside for v in in_scope(p)}
+        early = [f for f in filters if f[1] <= own] if triples or inside else []
+        components = [self.tail(p) for p in parts if p not in inside]
+        if triples or inside:
+            components.insert(0, self.join_group(triples, early, inside, bound, ranges))
+        joined = components[0]
+        for component in components[1:]:
+            joined = self.hash_join(joined, component)
+        from quanta.engine.operators.expression import Filter  # as the expression modules: see `expression`
+
+        operator = joined.operator
+        for expr, _ in (f for f in filters if f not in early):
+            operator = Filter(self.ctx, operator, expr)
+        return replace(joined, operator=operator)
 
     def equality(
         self,
@@ -347,7 +502,11 @@ class Compiler:
         def as_a(slot: int) -> int:
             return a if slot == b else slot
 
-        var_a, var_b = (next(v for v, s in self.slots.items() if s == slot) for slot in (a, b))
+        # the terms as the triples write them (a subquery's own variables have other names as slot keys)
+        var_a, var_b = (
+            next(t for triple in triples for t in triple if isinstance(t, Var | BlankTerm) and self.slot(t) == slot)
+            for slot in (a, b)
+        )
         same_term = filters[index][0].call.function == pb.FUNCTION_SAME_TERM
         rest = [(expressions.renumber(e, slot_map=as_a), frozenset(map(as_a, needs))) for e, needs in filters]
         if same_term:
@@ -477,6 +636,10 @@ def in_scope(node: Any) -> set[RdfTerm]:
         return in_scope(node.p)
     if name == "values":
         return {var for row in node.res for var in row}
+    if name == "Project":  # a subquery (of a query run whole)
+        return set(node.PV)
+    if name == "AggregateJoin":
+        return set(node.p.get("expr") or []) | {aggregate.res for aggregate in node.A}
     if "p" in node:
         return in_scope(node.p)
     return set()

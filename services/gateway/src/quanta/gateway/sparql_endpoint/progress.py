@@ -4,7 +4,7 @@ query page (docs/web.md) or any client that wants to watch a query run.
 
     event: head     data: {"form":"select","vars":["s","o"]}
     event: quantum  data: {"quanta":12,"status":"ok","worker":"w-1","results":40,"quantum_ms":2.1,"elapsed_ms":180.4,
-                           "progress":0.31,"eta_ms":398.2,"partial":false}
+                           "progress":0.31,"eta_ms":398.2,"partial":false,"whole":false}
     event: results  data: [{"s":{"type":"uri","value":"..."},...},...]    (SPARQL JSON bindings)
     event: boolean  data: true                                           (ASK)
     event: end      data: {"quanta":130,"elapsed_ms":2301.5}
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quanta.client.ops.base import Op
-from quanta.client.ops.remote import Remote
+from quanta.client.ops.remote import Remote, Whole
 from quanta.client.requester import RequestEvent
 from quanta.client.smart import Execution
 from quanta.gateway import metrics
@@ -94,8 +94,10 @@ class Progress:
             "quanta": self.quanta, "status": event.status, "worker": stats.get("worker"),
             "results": stats.get("results"), "quantum_ms": stats.get("quantum_ms"), "elapsed_ms": self.elapsed_ms(),
             "progress": fraction, "eta_ms": eta_ms,
-            # the piece's GROUP BY, DISTINCT or top-k ran on the worker (partial answers)
+            # the piece's GROUP BY, DISTINCT or top-k ran on the worker (partial answers); every
+            # operator of the query did (run whole: "unfinished" when it did not finish there)
             "partial": event.request is not None and event.request.partial,
+            "whole": event.request is not None and event.request.whole,
         }  # fmt: skip
         self.out.row(QuantumReport(json.dumps(data, separators=(",", ":"))))
 
@@ -152,8 +154,12 @@ class Progress:
 
 def driving_piece(op: Op) -> str | None:
     """The query text of the plan's leftmost server piece (its outer loop), or None when the
-    leftmost operand runs in the gateway."""
+    leftmost operand runs in the gateway. A query sent whole first is driven by its pieces (the
+    whole try is one request)."""
     while not isinstance(op, Remote):
+        if isinstance(op, Whole):
+            op = op.pieces
+            continue
         children = op.children()
         if not children:
             return None

@@ -66,7 +66,7 @@ class DispatcherTransport:
         task = queue_pb2.Task(
             id=uuid.uuid4().hex, dataset=request.dataset, plan_mode=queue_pb2.PLAN_MODE_VALUE,
             rows=ROW_FORMATS[request.render or "terms"], graph=request.graph or "", columns=request.columns,
-            partial=request.partial,
+            partial=request.partial, whole=request.whole,
         )  # fmt: skip
         _input(task, request)
         # Not charged to the rate (the query was, when fair_use admitted it), but counted in its

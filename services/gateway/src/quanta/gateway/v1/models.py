@@ -50,6 +50,12 @@ class QueryRequest(BaseModel):
         "Partial answers). Otherwise such a query is outside the server fragment. Ignored with `next`: a token "
         "continues its query as it began.",
     )
+    whole: bool = Field(
+        False,
+        description="run the query whole: every operator on the worker (subqueries, GROUP BY with COUNT, MIN, "
+        "MAX or SAMPLE, HAVING, DISTINCT, ORDER BY), its whole answer in one quantum and one page, or the error "
+        "`unfinished` when it does not finish there (docs/protocol.md, Queries run whole). Ignored with `next`.",
+    )
     plan: Literal["auto", "value", "reference"] | None = Field(
         None,
         description="how to return the saved plan: in the token (value), kept server-side (reference), or the "

@@ -133,6 +133,7 @@ def _input(
             raise Problem(ErrorKind.UNKNOWN_GRAPH, f"dataset {dataset.name} has no graph <{body.graph}>")
         task.query = body.query
         task.partial = body.partial
+        task.whole = body.whole
         task.graph = body.graph or ""
         return MODES[body.plan] if body.plan else 0, 0.0
     try:
