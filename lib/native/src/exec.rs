@@ -371,13 +371,16 @@ pub enum Spec {
 }
 
 /// A value a tally keeps per row of its key slots: the least or greatest in
-/// ORDER BY's order, the first, or the exact sum of numbers (`Exact`).
+/// ORDER BY's order, the first, or the exact sum of numbers (`Exact`); an exact
+/// tally's sums are final (rounded once to their type), and so are its averages
+/// (the sum over the count, of a value every row binds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {
     Min,
     Max,
     Sample,
     Sum,
+    Avg,
 }
 
 /// The numeric type of a tally's sum: SPARQL's promotion of its addends' types.
@@ -458,9 +461,7 @@ impl Exact {
         };
         let shift = u32::try_from(high.e - low.e).ok().filter(|&s| s < 126)?;
         let m = high.m.checked_mul(1i128 << shift)?.checked_add(low.m)?;
-        let sum = Exact { m, e: low.e }.reduced();
-        sum.digits()?; // kept only if it can be written
-        Some(sum)
+        Some(Exact { m, e: low.e }.reduced())
     }
 
     /// The value as an integer within 64 bits, if it is one.
@@ -492,6 +493,53 @@ impl Exact {
             "{sign}{whole}.{}",
             if k == 0 { "0" } else { fraction }
         ))
+    }
+
+    /// The value over `n` rounded once to the nearest float or double (ties to even), as
+    /// the client rounds a sum or an average (`expr_values.read_sum`); None past the
+    /// type's normal range (the client's to write).
+    fn rounded(self, summed: Summed, n: u64) -> Option<Val> {
+        let bits = match summed {
+            Summed::Integer => return None,
+            Summed::Float => 24,
+            Summed::Double => 53,
+        };
+        let (mantissa, exponent) = if self.m == 0 || n == 0 {
+            (0, 0)
+        } else {
+            // the quotient with at least 63 bits, and whether a remainder was left
+            let shift = self.m.unsigned_abs().leading_zeros();
+            let scaled = self.m.unsigned_abs() << shift;
+            let (q, sticky) = (scaled / n as u128, !scaled.is_multiple_of(n as u128));
+            let drop = 128 - q.leading_zeros() - bits;
+            let (mut mantissa, rest, half) =
+                (q >> drop, q & ((1 << drop) - 1), 1u128 << (drop - 1));
+            if rest > half || (rest == half && (sticky || mantissa & 1 == 1)) {
+                mantissa += 1;
+            }
+            (mantissa, self.e - shift as i32 + drop as i32)
+        };
+        // in two halves: each power of two, and each product, stays in the normal range
+        let x = mantissa as f64 * 2f64.powi(exponent / 2) * 2f64.powi(exponent - exponent / 2);
+        let x = if self.m < 0 { -x } else { x };
+        let lowest = if bits == 24 {
+            f32::MIN_POSITIVE as f64
+        } else {
+            f64::MIN_POSITIVE
+        };
+        let highest = if bits == 24 {
+            f32::MAX as f64
+        } else {
+            f64::MAX
+        };
+        if x != 0.0 && !(lowest..=highest).contains(&x.abs()) {
+            return None;
+        }
+        Some(if bits == 24 {
+            Val::Float(x)
+        } else {
+            Val::Double(x)
+        })
     }
 
     /// The sum as the term the client reads: an xsd:integer, or its exact decimal value
@@ -907,22 +955,13 @@ impl TopK {
         }
     }
 
-    /// The row's key, None when a term has no exact place here. A plan run
-    /// whole orders floats too, by their value (SPARQL's promotion to a double):
-    /// no client orders its rows after it.
+    /// The row's key, None when a term has no exact place here (`place`).
     fn key(&self, cx: &mut Cx) -> Option<Vec<OrderKey>> {
         self.slots
             .iter()
             .map(|&slot| match self.row[slot] {
                 0 => Some(OrderKey::Unbound),
-                id => {
-                    let term = cx.terms.get(cx.store, cx.table, id).ok()?;
-                    term.order_key().or_else(|| {
-                        self.exact
-                            .then(|| term.floating().map(|(x, _)| OrderKey::double(x)))
-                            .flatten()
-                    })
-                }
+                id => place(&*cx.terms.get(cx.store, cx.table, id).ok()?, self.exact),
             })
             .collect()
     }
@@ -973,6 +1012,17 @@ impl TopK {
             .partition_point(|(kept, _)| compare_rows(kept, &key, desc).is_le());
         self.kept.insert(at, (key, self.row.clone()));
     }
+}
+
+/// A term's place in ORDER BY's order where this side places it as the client does
+/// (`OrderKey`), and, in a plan run whole (`exact`: no client orders its rows after
+/// it), floats too, by their value (SPARQL's promotion to a double).
+fn place(term: &Term, exact: bool) -> Option<OrderKey> {
+    term.order_key().or_else(|| {
+        exact
+            .then(|| term.floating().map(|(x, _)| OrderKey::double(x)))
+            .flatten()
+    })
 }
 
 /// Stops a plan run whole that cannot finish on the worker (`why`, which the
@@ -1059,7 +1109,7 @@ enum Kept {
 impl Kept {
     fn start(how: Reduce) -> Kept {
         match how {
-            Reduce::Sum => Kept::Sum(Exact::default(), Summed::Integer),
+            Reduce::Sum | Reduce::Avg => Kept::Sum(Exact::default(), Summed::Integer),
             _ => Kept::Term(0, None),
         }
     }
@@ -1184,7 +1234,11 @@ impl Tally {
             }
             self.done = true;
             if self.slots.is_empty() && self.table.is_empty() {
-                let kept = self.reduced.iter().map(|_| Kept::Term(0, None)).collect();
+                let kept = self
+                    .reduced
+                    .iter()
+                    .map(|&(_, _, how)| Kept::start(how))
+                    .collect();
                 self.table.insert(
                     Vec::new(),
                     Tallied {
@@ -1195,18 +1249,33 @@ impl Tally {
                 );
             }
         }
-        self.hand_on(cx);
+        self.hand_on(cx)?;
         Ok(!(done && self.out.rows.is_empty()))
     }
 
-    /// The table's rows to hand on, first seen first, the reduced values as terms.
-    fn hand_on(&mut self, cx: &mut Cx) {
+    /// The table's rows to hand on, first seen first, the reduced values as terms (an
+    /// exact tally's sums and averages final, or the plan unfinished).
+    fn hand_on(&mut self, cx: &mut Cx) -> Result<(), Expired> {
         let mut rows: Vec<_> = self.table.drain().collect();
         rows.sort_unstable_by_key(|(_, entry)| entry.place); // first seen, first handed on
         for (key, entry) in rows {
             let mut kept = Vec::with_capacity(entry.kept.len());
-            for value in entry.kept {
+            for (value, &(_, _, how)) in entry.kept.into_iter().zip(&self.reduced) {
                 kept.push(match value {
+                    Kept::Sum(total, summed) if self.exact => {
+                        let value = match (how, summed) {
+                            (Reduce::Avg, _) if entry.count == 0 => Some(Val::Int(0)),
+                            (Reduce::Avg, Summed::Integer) => None, // a decimal: the client's
+                            (Reduce::Avg, _) => total.rounded(summed, entry.count),
+                            (_, Summed::Integer) => total.integer().map(Val::Int),
+                            _ => total.rounded(summed, 1),
+                        };
+                        let id =
+                            value.and_then(|v| cx.terms.mint_value(cx.store, cx.table, &v).ok());
+                        id.ok_or_else(|| {
+                            unfinished(cx, "a sum or an average the workers cannot write")
+                        })?
+                    }
                     // 0 (unbound) only without a term table, which a plan always has
                     Kept::Sum(total, summed) => total
                         .value(summed)
@@ -1217,6 +1286,7 @@ impl Tally {
             }
             self.out.rows.push((key, entry.count, kept));
         }
+        Ok(())
     }
 
     /// The predicate of a tally by the subject of its one pattern `?s p ?o`
@@ -1283,14 +1353,18 @@ impl Tally {
                 &Kept::Sum(total, summed) => {
                     // a number is added exactly (while its total can be written); anything else is the client's
                     let term = (id != 0).then(|| cx.terms.get(cx.store, cx.table, id).ok());
+                    let exact = self.exact; // a final sum is rounded, a partial one written whole
                     let added =
                         term.flatten()
                             .and_then(|t| Exact::addend(&t))
                             .and_then(|(v, kind)| {
                                 let summed = kind.max(summed);
-                                let total = total.add(v)?; // one its digits can write
-                                let written =
-                                    summed != Summed::Integer || total.integer().is_some();
+                                let total = total.add(v)?;
+                                let written = if summed == Summed::Integer {
+                                    total.integer().is_some()
+                                } else {
+                                    exact || total.digits().is_some()
+                                };
                                 written.then_some(Kept::Sum(total, summed))
                             });
                     match added {
@@ -1313,7 +1387,7 @@ impl Tally {
                 .terms
                 .get(cx.store, cx.table, id)
                 .ok()
-                .and_then(|t| t.order_key())
+                .and_then(|t| place(&t, self.exact))
             else {
                 return false;
             };

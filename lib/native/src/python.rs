@@ -985,6 +985,7 @@ fn plan_spec(
                     "max" => Reduce::Max,
                     "sample" => Reduce::Sample,
                     "sum" => Reduce::Sum,
+                    "avg" => Reduce::Avg,
                     other => {
                         return Err(PyValueError::new_err(format!(
                             "tally: no reduction {other}"

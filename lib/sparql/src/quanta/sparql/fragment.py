@@ -167,8 +167,11 @@ def query_refusals(query: Any) -> list[str]:
 
 
 # Aggregates a worker running a query whole computes (`whole_refusals`): COUNT, and the
-# reductions of its tally
-WHOLE_AGGREGATES = frozenset({"Aggregate_Count", "Aggregate_Min", "Aggregate_Max", "Aggregate_Sample"})
+# reductions of its tally, SUM and AVG of any expression it evaluates among them
+WHOLE_AGGREGATES = frozenset(
+    {"Aggregate_Count", "Aggregate_Min", "Aggregate_Max", "Aggregate_Sample", "Aggregate_Sum", "Aggregate_Avg"}
+)
+SUMMED = frozenset({"Aggregate_Sum", "Aggregate_Avg"})
 # Modifiers a worker running a query whole evaluates at any depth (a subquery's too)
 WHOLE_MODIFIERS = frozenset({"Slice", "Project", "Distinct", "Reduced", "ToMultiSet"})
 
@@ -179,7 +182,7 @@ def whole_refusals(query: Any) -> list[str]:
     it can. Besides the fragment, a worker runs whole (a SELECT or an ASK): projection, DISTINCT, ORDER BY
     and LIMIT/OFFSET at any depth, subqueries joined with the rest, HAVING and BIND over their
     results, and GROUP BY of variables with COUNT(*), COUNT of a variable every solution binds
-    (one of them), MIN, MAX and SAMPLE of a variable."""
+    (one of them), MIN, MAX and SAMPLE of a variable, SUM and AVG of an expression."""
     if query.name not in ("SelectQuery", "AskQuery"):
         return [FORMS.get(query.name) or query.name]
     if _param(query, "datasetClause"):
@@ -221,13 +224,16 @@ def _whole_aggregates(node: Any) -> Iterator[str]:
         argument = _param(aggregate, "vars")
         counted = aggregate.name == "Aggregate_Count" and (argument == "*" or argument in certain(node.p.p))
         counts += counted
+        summed = aggregate.name in SUMMED and isinstance(argument, AlgebraNode | Var)
         if (
             aggregate.name not in WHOLE_AGGREGATES
             or _param(aggregate, "distinct")
-            or not (counted or (aggregate.name != "Aggregate_Count" and isinstance(argument, Var)))
+            or not (counted or summed or (aggregate.name != "Aggregate_Count" and isinstance(argument, Var)))
             or counts > 1
         ):
             yield refusal(aggregate) or aggregate.name
+        elif summed:
+            yield from _walk(argument)
 
 
 # The largest k of an ORDER BY ... LIMIT k answered in partial answers (the rows a quantum keeps)

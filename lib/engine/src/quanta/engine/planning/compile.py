@@ -222,18 +222,29 @@ class Compiler:
         return replace(inner, operator=top)
 
     def aggregates(self, node: Any) -> Component:
-        """GROUP BY with COUNT (one), MIN, MAX, SAMPLE (`fragment.whole_refusals`): an exact tally
-        of the group's pattern."""
+        """GROUP BY with COUNT (one), MIN, MAX, SAMPLE of a variable, SUM and AVG of an expression
+        (`fragment.whole_refusals`): an exact tally of the group's pattern, an expression's value
+        bound to a slot of its own first."""
+        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+
         inner = self.tail(node.p.p)
+        operator = inner.operator
         keys = [self.slot(k) for k in node.p.get("expr") or []]
         count, reduced = None, []
         for aggregate in node.A:
             result = self.slot(aggregate.res)
             if aggregate.name == "Aggregate_Count":
                 count = result
+                continue
+            argument = aggregate.vars
+            if not isinstance(argument, Var):
+                source = self.slot(BlankTerm(f"argument {len(self.names)}"))
+                operator = Extend(self.ctx, operator, source, self.expression(argument, node.p.p)[0])
+                argument = source
             else:
-                reduced.append((self.slot(aggregate.vars), result, aggregate.name.removeprefix("Aggregate_").lower()))
-        tally = Tally(self.ctx, inner.operator, keys, count, reduced, exact=True)
+                argument = self.slot(argument)
+            reduced.append((argument, result, aggregate.name.removeprefix("Aggregate_").lower()))
+        tally = Tally(self.ctx, operator, keys, count, reduced, exact=True)
         counted = frozenset() if count is None else frozenset({count})
         results = frozenset(target for _, target, _ in reduced)
         return Component(

@@ -6,7 +6,8 @@ any), then repeatedly add the cheapest component that shares a variable with
 what is already bound. Each step is an index loop join,
 or a merge join when the left input and the next pattern are both sorted on
 the same subject variable and reading the pattern whole costs less than one
-index lookup per left mapping. FILTERs go right after the step that binds
+index lookup per left mapping (in a group that runs once: not in an EXISTS's or
+an OPTIONAL's pattern, which runs under each outer mapping). FILTERs go right after the step that binds
 their last variable.
 """
 
@@ -52,7 +53,7 @@ def plan_join(
     while remaining:
         nxt = min(_connected(_ready(remaining, certain), certain), key=lambda c: _cost(c, certain))
         remaining.remove(nxt)
-        op = _join(ctx, op, estimate, nxt, certain)
+        op = _join(ctx, op, estimate, nxt, certain, merge=not bound)
         estimate = min(estimate, nxt.estimate) if nxt.variables & certain else estimate * max(nxt.estimate, 1)
         variables |= nxt.variables
         own |= nxt.certain
@@ -102,9 +103,14 @@ def _filter(ctx: Context, op: Operator, condition: pb.Expr) -> Operator:
     return Filter(ctx, op, condition)
 
 
-def _join(ctx: Context, left: Operator, estimate: int, right: Component, bound: frozenset[int]) -> Operator:
+def _join(
+    ctx: Context, left: Operator, estimate: int, right: Component, bound: frozenset[int], merge: bool
+) -> Operator:
+    """An index loop join, or a merge join (`merge`: the group runs once, not under each mapping
+    of an outer join, which would read the merge join's right side whole each time: an EXISTS's
+    or an OPTIONAL's pattern)."""
     scan = right.operator
-    if isinstance(scan, Scan):
+    if merge and isinstance(scan, Scan):
         key = left.sorted_on()
         s, p, o = scan.pattern
         if (
