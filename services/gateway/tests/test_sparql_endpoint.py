@@ -25,13 +25,15 @@ import pyoxigraph as ox
 import pytest
 import redis
 
-from quanta.client.transport import SubRequest
+from quanta.client.transport import QueryError, SubRequest
 from quanta.common import keys
 from quanta.common.catalog import load_catalog
 from quanta.common.redis_server import RedisServer, redis_server
 from quanta.engine.storage import open_store
 from quanta.gateway.config import Settings
+from quanta.gateway.metrics import REGISTRY
 from quanta.gateway.sparql_endpoint.first_quantum import FirstQuantum
+from quanta.sparql.errors import ErrorKind
 from quanta.testkit.data import shared_dir
 from quanta.testkit.gateway import Served, problem
 from quanta.testkit.oracle import Solution, oxigraph_answer, oxigraph_rows, oxigraph_solutions, oxigraph_store
@@ -436,6 +438,28 @@ def test_the_first_quantum_waits_for_a_side_index_and_keeps_to_its_share(tmp_pat
         ran += 1
         assert time.perf_counter() - started < 10, "the share is never spent"
     assert ran > 0
+
+
+def test_a_query_sent_whole_that_the_local_quantum_does_not_finish_goes_to_the_workers(tmp_path: Path) -> None:
+    """The gateway's first quantum is shorter than the workers': a query the smart client sends
+    whole that it does not finish is the workers' to try (None), not `unfinished` at once."""
+    shutil.copy(SAMPLE, tmp_path / "w.hdt")
+    (tmp_path / "catalog.toml").write_text('[datasets.w]\npath = "w.hdt"\n')
+    open_store(str(tmp_path / "w.hdt"))  # its side index, as a worker builds it
+    catalog = load_catalog(tmp_path / "catalog.toml")
+    grouped = f"SELECT ?s (COUNT(*) AS ?n) WHERE {{ ?s <{WSDBM}follows> ?o . ?o <{WSDBM}likes> ?p }} GROUP BY ?s"
+    request = SubRequest("w", query=grouped, whole=True)
+    short, long = (FirstQuantum(catalog, quantum_ms=ms, share=1, worker="test") for ms in (0.01, 1000))
+    assert short.open() and long.open()
+    counted = ("quanta_gateway_local_quanta_total", {"outcome": "unfinished"})
+    before = REGISTRY.get_sample_value(*counted) or 0
+    assert short.run(request) is None
+    assert REGISTRY.get_sample_value(*counted) == before + 1
+    ran = long.run(request)
+    assert ran is not None and ran[1] is None and ran[0].rows, "finished whole, in one page"
+    with pytest.raises(QueryError) as refused:  # a refusal is still the engine's answer
+        short.run(SubRequest("w", query="SELECT (GROUP_CONCAT(?o) AS ?g) WHERE { ?s ?p ?o }", whole=True))
+    assert refused.value.kind is ErrorKind.UNSUPPORTED_OPERATOR
 
 
 # -- fair use --

@@ -78,7 +78,7 @@ LOCAL_QUANTA = Counter(
     "quanta_gateway_local_quanta", "First quanta of /sparql pieces the gateway ran itself, by outcome",
     ["outcome"], registry=REGISTRY,
 )  # fmt: skip
-for _outcome in ("complete", "suspended", "failed", "queued"):
+for _outcome in ("complete", "suspended", "failed", "queued", "unfinished"):
     LOCAL_QUANTA.labels(_outcome)
 SPARQL_FIRST_RESULT = Histogram(
     "quanta_sparql_first_result_seconds",

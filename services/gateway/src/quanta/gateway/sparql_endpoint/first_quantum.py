@@ -28,6 +28,7 @@ from quanta.client.in_process import run_quantum
 from quanta.client.transport import QueryError, SubPage, SubRequest
 from quanta.common.catalog import Dataset
 from quanta.gateway import metrics
+from quanta.sparql.errors import ErrorKind
 
 if TYPE_CHECKING:
     from quanta.engine.storage import TripleStore
@@ -101,7 +102,11 @@ class FirstQuantum:
                 store, request, None, quantum_s=self.quantum_s,
                 max_results=dataset.max_results, max_bytes=dataset.max_page_bytes,
             )  # fmt: skip
-        except QueryError:
+        except QueryError as error:
+            if request.whole and error.kind is ErrorKind.UNFINISHED:
+                # not finished in this quantum, shorter than the workers': theirs to try whole
+                metrics.LOCAL_QUANTA.labels("unfinished").inc()
+                return None
             metrics.LOCAL_QUANTA.labels("failed").inc()
             raise
         finally:
