@@ -499,10 +499,11 @@ impl Exact {
     /// the client rounds a sum or an average (`expr_values.read_sum`); None past the
     /// type's normal range (the client's to write).
     fn rounded(self, summed: Summed, n: u64) -> Option<Val> {
-        let bits = match summed {
+        // the type's significand bits and its normal range
+        let (bits, lowest, highest) = match summed {
             Summed::Integer => return None,
-            Summed::Float => 24,
-            Summed::Double => 53,
+            Summed::Float => (24, f32::MIN_POSITIVE as f64, f32::MAX as f64),
+            Summed::Double => (53, f64::MIN_POSITIVE, f64::MAX),
         };
         let (mantissa, exponent) = if self.m == 0 || n == 0 {
             (0, 0)
@@ -522,20 +523,10 @@ impl Exact {
         // in two halves: each power of two, and each product, stays in the normal range
         let x = mantissa as f64 * 2f64.powi(exponent / 2) * 2f64.powi(exponent - exponent / 2);
         let x = if self.m < 0 { -x } else { x };
-        let lowest = if bits == 24 {
-            f32::MIN_POSITIVE as f64
-        } else {
-            f64::MIN_POSITIVE
-        };
-        let highest = if bits == 24 {
-            f32::MAX as f64
-        } else {
-            f64::MAX
-        };
         if x != 0.0 && !(lowest..=highest).contains(&x.abs()) {
             return None;
         }
-        Some(if bits == 24 {
+        Some(if summed == Summed::Float {
             Val::Float(x)
         } else {
             Val::Double(x)
@@ -1163,7 +1154,7 @@ impl Tally {
                     self.key.extend(self.slots.iter().map(|&s| self.row[s]));
                     if !self.reduced.is_empty() && !self.reduce(cx) {
                         if self.exact {
-                            return Err(unfinished(cx, "a value the workers cannot order"));
+                            return Err(unfinished(cx, "a value the workers cannot order or add"));
                         }
                         // a value this side cannot place as the client does: the row goes on as it is
                         let values = self.reduced.iter().map(|&(s, _, _)| self.row[s]).collect();
@@ -1173,20 +1164,8 @@ impl Tally {
                     if let Some(entry) = self.table.get_mut(self.key.as_slice()) {
                         entry.count += 1;
                     } else {
-                        let place = self.table.len();
-                        let kept = self
-                            .reduced
-                            .iter()
-                            .map(|&(_, _, how)| Kept::start(how))
-                            .collect();
-                        self.table.insert(
-                            self.key.clone(),
-                            Tallied {
-                                place,
-                                count: 1,
-                                kept,
-                            },
-                        );
+                        let group = self.group(1);
+                        self.table.insert(self.key.clone(), group);
                     }
                     if !self.reduced.is_empty() {
                         let entry = self
@@ -1216,6 +1195,21 @@ impl Tally {
         self.finish(cx, done)
     }
 
+    /// A new group of the table, next in first-seen order, counted `count` times,
+    /// nothing reduced yet.
+    fn group(&self, count: u64) -> Tallied {
+        let kept = self
+            .reduced
+            .iter()
+            .map(|&(_, _, how)| Kept::start(how))
+            .collect();
+        Tallied {
+            place: self.table.len(),
+            count,
+            kept,
+        }
+    }
+
     /// The most rows it holds: a quantum's, or a whole plan's.
     fn bound(&self) -> usize {
         if self.exact {
@@ -1234,19 +1228,8 @@ impl Tally {
             }
             self.done = true;
             if self.slots.is_empty() && self.table.is_empty() {
-                let kept = self
-                    .reduced
-                    .iter()
-                    .map(|&(_, _, how)| Kept::start(how))
-                    .collect();
-                self.table.insert(
-                    Vec::new(),
-                    Tallied {
-                        place: 0,
-                        count: 0,
-                        kept,
-                    },
-                );
+                let group = self.group(0);
+                self.table.insert(Vec::new(), group);
             }
         }
         self.hand_on(cx)?;

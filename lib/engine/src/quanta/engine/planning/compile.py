@@ -205,18 +205,11 @@ class Compiler:
     def order(self, node: Any, first: int | None) -> Component:
         """ORDER BY: its expressions bound to slots of their own, then an exact top-k of
         `first` rows (every row without)."""
-        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
-
         inner = self.tail(node.p)
         operator, keys = inner.operator, []
         for condition in node.expr:
             ordered = isinstance(condition, AlgebraNode) and condition.name == "OrderCondition"
-            expr = condition.expr if ordered else condition
-            if isinstance(expr, Var):
-                slot = self.slot(expr)
-            else:
-                slot = self.slot(BlankTerm(f"order {len(self.names)}"))
-                operator = Extend(self.ctx, operator, slot, self.expression(expr, node.p)[0])
+            operator, slot = self.valued(operator, condition.expr if ordered else condition, node.p)
             keys.append((slot, ordered and condition.get("order") == "DESC"))
         top = TopK(self.ctx, operator, keys, EVERY_ROW if first is None else max(first, 1), exact=True)
         return replace(inner, operator=top)
@@ -225,8 +218,6 @@ class Compiler:
         """GROUP BY with COUNT (one), MIN, MAX, SAMPLE of a variable, SUM and AVG of an expression
         (`fragment.whole_refusals`): an exact tally of the group's pattern, an expression's value
         bound to a slot of its own first."""
-        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
-
         inner = self.tail(node.p.p)
         operator = inner.operator
         keys = [self.slot(k) for k in node.p.get("expr") or []]
@@ -236,13 +227,7 @@ class Compiler:
             if aggregate.name == "Aggregate_Count":
                 count = result
                 continue
-            argument = aggregate.vars
-            if not isinstance(argument, Var):
-                source = self.slot(BlankTerm(f"argument {len(self.names)}"))
-                operator = Extend(self.ctx, operator, source, self.expression(argument, node.p.p)[0])
-                argument = source
-            else:
-                argument = self.slot(argument)
+            operator, argument = self.valued(operator, aggregate.vars, node.p.p)
             reduced.append((argument, result, aggregate.name.removeprefix("Aggregate_").lower()))
         tally = Tally(self.ctx, operator, keys, count, reduced, exact=True)
         counted = frozenset() if count is None else frozenset({count})
@@ -250,6 +235,16 @@ class Compiler:
         return Component(
             tally, inner.estimate, frozenset(keys) | counted | results, (inner.certain & set(keys)) | counted
         )
+
+    def valued(self, operator: Operator, expr: Any, pattern: Any) -> tuple[Operator, int]:
+        """The slot holding `expr`'s value in `operator`'s rows: a variable's own, else a slot of
+        its own that a BIND over `operator` fills (its expression over `pattern`'s variables)."""
+        from quanta.engine.operators.expression import Extend  # as the expression modules: see `expression`
+
+        if isinstance(expr, Var):
+            return operator, self.slot(expr)
+        slot = self.slot(BlankTerm(f"value {len(self.names)}"))
+        return Extend(self.ctx, operator, slot, self.expression(expr, pattern)[0]), slot
 
     def hash_join(self, left: Component, right: Component) -> Component:
         """Two inputs each evaluated once, joined: the smaller one read into the table."""
