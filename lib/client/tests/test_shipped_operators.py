@@ -70,9 +70,13 @@ def transport() -> LocalTransport:
                           max_results=PAGE_RESULTS)  # fmt: skip
 
 
-def run(transport: LocalTransport, query: str, budgets: Budgets = BUDGETS) -> tuple[list[str], list[Any], Any]:
+def run(
+    transport: LocalTransport, query: str, budgets: Budgets = BUDGETS, whole: bool = False
+) -> tuple[list[str], list[Any], Any]:
+    """The query's answer in pieces (what this module tests), or `whole` first."""
+
     async def go() -> tuple[list[str], list[Any], Any]:
-        execution = await SmartClient(transport, budgets=budgets).prepare(query, "watdiv")
+        execution = await SmartClient(transport, budgets=budgets, whole=whole).prepare(query, "watdiv")
         rows = [row async for row in execution.solutions()]
         return execution.variables, rows, execution
 
@@ -208,16 +212,18 @@ def test_quanta_client_stats_say_where_an_operator_ran(
 
 
 def test_the_plan_says_what_runs_where(transport: LocalTransport) -> None:
-    """`quanta client --stats` prints the plan: operators the workers run are in a piece's query
+    """`quanta client --stats` prints the plan that ran: the query sent whole, and when a worker did
+    not finish it, its pieces, planned then: operators the workers run are in a piece's query
     (GROUP BY's partial answers, OPTIONAL, NOT EXISTS), the client's are lines of their own."""
-    from quanta.client.sync import SyncClient
-
-    query = (
+    query = P + (
         "SELECT ?p (COUNT(*) AS ?n) WHERE { ?u wsdbm:likes ?p OPTIONAL { ?u <http://schema.org/email> ?e } "
         "FILTER NOT EXISTS { ?u wsdbm:follows ?f } } GROUP BY ?p ORDER BY ?n"
     )
-    with SyncClient(transport) as client:
-        lines = client.query(P + query, "watdiv").explain().splitlines()
+    finished = LocalTransport(transport.stores, quantum_s=None, max_results=None)
+    lines = run(finished, query, whole=True)[2].plan.explain().splitlines()
+    assert len(lines) == 2 and lines[0] == "Whole" and lines[1].strip().startswith("Remote[default graph] whole ")
+    unfinished = LocalTransport(transport.stores, quantum_s=1e-5, max_results=PAGE_RESULTS)
+    lines = run(unfinished, query, whole=True)[2].plan.explain().splitlines()
     assert lines[0] == "Whole" and lines[1].strip().startswith("Remote[default graph] whole ")
     (remote,) = [line.strip() for line in lines[2:] if line.strip().startswith("Remote")]
     assert all(part in remote for part in ("GROUP BY ?p", "OPTIONAL", "NOT EXISTS"))
@@ -369,7 +375,7 @@ def test_a_query_a_worker_runs_whole_takes_one_request() -> None:
     answers = {}
     for quantum_s in (None, 1e-5):
         local = LocalTransport({"watdiv": {None: store}}, quantum_s=quantum_s, max_results=PAGE_RESULTS)
-        _, rows, execution = run(local, query)
+        _, rows, execution = run(local, query, whole=True)
         assert execution.plan.explain().startswith("Whole\n")
         answers[quantum_s] = (execution.requests, [(p, float(r.split('"')[1])) for p, r in rows])
     assert answers[None][0] == 1 and answers[1e-5][0] > 2

@@ -6,10 +6,13 @@ raises Unfinished, and the client runs it in pieces."""
 
 from __future__ import annotations
 
+import time
+
 import pyoxigraph as ox
 import pytest
 
 from quanta.engine.execute import execute
+from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.storage import TripleStore
 from quanta.sparql.errors import Unfinished, UnsupportedQuery
 from quanta.sparql.term_rows import Row
@@ -56,6 +59,21 @@ QUERIES = {
         "GROUP BY ?u HAVING (COUNT(*) >= 2)",
         False,
     ),
+    "dates ordered (BSBM explore 8)": (
+        "SELECT ?u ?d WHERE { ?u sorg:birthDate ?b BIND(STRDT(?b, xsd:date) AS ?d) } ORDER BY DESC(?d) ?u LIMIT 20",
+        True,
+    ),
+    "dates and dateTimes ordered together": (
+        "SELECT ?u ?d WHERE { { ?u sorg:birthDate ?b BIND(STRDT(?b, xsd:date) AS ?d) } UNION "
+        '{ ?u sorg:birthDate ?b BIND(STRDT(CONCAT(?b, "T23:00:00-05:00"), xsd:dateTime) AS ?d) } } '
+        "ORDER BY ?d ?u LIMIT 30",
+        True,
+    ),
+    "MIN and MAX of dates": (
+        "SELECT ?g (MIN(?d) AS ?lo) (MAX(?d) AS ?hi) WHERE { ?u wsdbm:gender ?g ; sorg:birthDate ?b "
+        "BIND(STRDT(?b, xsd:date) AS ?d) } GROUP BY ?g",
+        False,
+    ),
     "COUNT of nothing, no key": ("SELECT (COUNT(*) AS ?n) (MIN(?o) AS ?lo) WHERE { ?s wsdbm:nope ?o }", False),
     "COUNT of everything, no key": ("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }", False),
     "a group of an unbound key": (
@@ -77,8 +95,10 @@ QUERIES = {
 }
 
 
-def whole(store: TripleStore, query: str, quantum_s: float | None = None) -> tuple[list[str], list[Row]]:
-    page = execute(store, query=query, quantum_seconds=quantum_s, whole=True)
+def whole(
+    store: TripleStore, query: str, quantum_s: float | None = None, cpu_clock: bool = False
+) -> tuple[list[str], list[Row]]:
+    page = execute(store, query=query, quantum_seconds=quantum_s, whole=True, cpu_clock=cpu_clock)
     assert page.next is None, "a query run whole is never suspended"
     return page.head, page.rows
 
@@ -109,6 +129,22 @@ def test_a_query_that_does_not_finish_in_its_quantum_is_unfinished(watdiv_store:
     with pytest.raises(Unfinished):
         whole(watdiv_store, query, quantum_s=0.0005)
     assert whole(watdiv_store, query)[1], "with time enough, it finishes"
+
+
+def test_a_quantum_on_the_cpu_clock_counts_work_not_waiting(watdiv_store: TripleStore) -> None:
+    """A worker's quantum for a query run whole is CPU time (`cpu_clock`): a thread kept off the
+    CPU (here, asleep) spends none of it; the native core's clock ends it all the same."""
+    cpu, wall = Quantum(0.02, cpu=True), Quantum(0.02)
+    cpu.start()
+    wall.start()
+    time.sleep(0.05)
+    cpu.check()
+    with pytest.raises(QuantumExpired):
+        wall.check()
+    query = P + "SELECT ?u (COUNT(*) AS ?n) WHERE { ?u wsdbm:follows ?f . ?f wsdbm:follows ?g } GROUP BY ?u"
+    with pytest.raises(Unfinished):
+        whole(watdiv_store, query, quantum_s=0.0005, cpu_clock=True)
+    assert whole(watdiv_store, query, quantum_s=60, cpu_clock=True)[1]
 
 
 def test_a_value_the_worker_cannot_order_leaves_it_unfinished(watdiv_store: TripleStore) -> None:

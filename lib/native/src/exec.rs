@@ -18,7 +18,8 @@ use crate::store::{Cursor, Store, Triple};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Distinct rows a tally holds before it hands them on (it then goes on
 /// tallying afresh): bounds its memory, and the rows a saved plan may carry.
@@ -74,17 +75,33 @@ impl Budget<'_> {
     }
 }
 
-/// The clock of a real quantum: `CHECK_EVERY` steps between two readings.
+/// The clock of a real quantum: `CHECK_EVERY` steps between two readings, of the
+/// wall clock, or of the thread's CPU time (`cpu`: a query a worker runs whole).
 pub struct Clock {
-    pub deadline: Option<Instant>,
+    /// on `now`'s scale; None: never
+    deadline: Option<Duration>,
+    cpu: bool,
     pub every: i64,
     pub overshoot: f64,
 }
 
 impl Clock {
+    /// A clock whose quantum ends `seconds` from now (never if not finite).
+    pub fn new(seconds: Option<f64>, cpu: bool, every: i64) -> Clock {
+        let deadline = seconds
+            .filter(|s| s.is_finite())
+            .map(|s| now(cpu) + Duration::from_secs_f64(s.max(0.0)));
+        Clock {
+            deadline,
+            cpu,
+            every,
+            overshoot: 0.0,
+        }
+    }
+
     pub fn check(&mut self, steps: &mut i64) -> Result<(), Expired> {
         if let Some(deadline) = self.deadline {
-            let now = Instant::now();
+            let now = now(self.cpu);
             if now >= deadline {
                 self.overshoot = (now - deadline).as_secs_f64();
                 *steps = 0;
@@ -94,6 +111,22 @@ impl Clock {
         *steps = self.every;
         Ok(())
     }
+}
+
+/// The wall time since this process's first reading, or the calling thread's CPU time
+/// (Python's `time.thread_time`, the same clock).
+fn now(cpu: bool) -> Duration {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    if !cpu {
+        return ORIGIN.get_or_init(Instant::now).elapsed();
+    }
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
 }
 
 /// A triple pattern: each position `id << 1` (constant) or `slot << 1 | 1`.
@@ -1007,11 +1040,17 @@ impl TopK {
 
 /// A term's place in ORDER BY's order where this side places it as the client does
 /// (`OrderKey`), and, in a plan run whole (`exact`: no client orders its rows after
-/// it), floats too, by their value (SPARQL's promotion to a double).
+/// it), floats too, by their value (SPARQL's promotion to a double), and dates and
+/// dateTimes by their instant (where the client's order puts a tie, SPARQL leaves
+/// it to the implementation).
 fn place(term: &Term, exact: bool) -> Option<OrderKey> {
     term.order_key().or_else(|| {
         exact
-            .then(|| term.floating().map(|(x, _)| OrderKey::double(x)))
+            .then(|| {
+                term.floating()
+                    .map(|(x, _)| OrderKey::double(x))
+                    .or_else(|| term.instant().map(|i| OrderKey::Time(i.nanos())))
+            })
             .flatten()
     })
 }

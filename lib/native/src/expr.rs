@@ -195,6 +195,17 @@ impl Term {
         }
     }
 
+    /// An xsd:dateTime's or xsd:date's value.
+    pub fn instant(&self) -> Option<Instant> {
+        match self {
+            Term::Literal(Literal {
+                kind: Kind::DateTime(i) | Kind::Date(i),
+                ..
+            }) => Some(*i),
+            _ => None,
+        }
+    }
+
     /// Its id: the dictionary's, or a query constant's in the plan's term table (0: none).
     pub fn gid(&self) -> i64 {
         match self {

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// An HDT file and its side index, memory-mapped.
 #[pyclass(frozen, module = "quanta.native._core")]
@@ -670,7 +669,8 @@ impl Pipeline {
     /// clock is checked natively
     /// when `deadline_in` (seconds left, maybe inf) is given, else by calling
     /// `quantum.check()`, whose `expired` exception means the quantum is over.
-    #[pyo3(signature = (into, max_rows, quantum, expired, deadline_in = None, every = 64))]
+    /// `cpu`: the deadline is on the thread's CPU clock (`Clock`).
+    #[pyo3(signature = (into, max_rows, quantum, expired, deadline_in = None, every = 64, cpu = false))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -681,6 +681,7 @@ impl Pipeline {
         expired: &Bound<'py, PyAny>,
         deadline_in: Option<f64>,
         every: i64,
+        cpu: bool,
     ) -> PyResult<u8> {
         let width = self.tree.width();
         if into.borrow().width != width {
@@ -691,17 +692,7 @@ impl Pipeline {
         buffer.ids.reserve(max_rows.min(4096) * width);
         // a Python error met inside the run (the clock's check, a test), raised after it
         let failure: RefCell<Option<PyErr>> = RefCell::new(None);
-        let mut clock = Clock {
-            deadline: deadline_in.and_then(|s| {
-                if s.is_finite() {
-                    Some(Instant::now() + Duration::from_secs_f64(s.max(0.0)))
-                } else {
-                    None
-                }
-            }),
-            every,
-            overshoot: 0.0,
-        };
+        let mut clock = Clock::new(deadline_in, cpu, every);
         let native_clock = deadline_in.is_some();
         let status = {
             let mut python_check = |steps: &mut i64| -> Result<(), Expired> {

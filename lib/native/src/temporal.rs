@@ -99,6 +99,12 @@ impl Instant {
         )
     }
 
+    /// Its place on the time line in nanoseconds (UTC when it has a timezone, its
+    /// local time read as UTC otherwise): the client's `DateTime.stamp`, ORDER BY's key.
+    pub fn nanos(self) -> i128 {
+        self.nanos
+    }
+
     /// TZ(): `Z`, `+hh:mm` or `-hh:mm`, or empty without a timezone.
     pub fn tz(self) -> String {
         match self.offset {

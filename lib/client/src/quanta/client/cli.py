@@ -64,8 +64,6 @@ def run(args: argparse.Namespace) -> int:
         hook = _stats if args.stats else None
         with SyncClient(transport, budgets=budgets, services=services, on_request=hook, optional=args.optional) as c:
             execution = c.query(text, dataset)
-            if args.stats:
-                print(execution.explain(), file=sys.stderr)
             if execution.form in ("construct", "describe"):
                 writer = graphs.graph_writer(args.format or "nt")
                 out.write(writer.head())
@@ -84,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
                         if fmt == "tsv":
                             out.flush()
                     out.write(table.end())
-            if args.stats:
+            if args.stats:  # the plan that ran (a query sent whole has pieces only if it needed them)
+                print(execution.explain(), file=sys.stderr)
                 print(f"{execution.requests} requests, {execution.bytes} bytes", file=sys.stderr)
     except QueryError as e:
         if e.kind is ErrorKind.UNREACHABLE:

@@ -105,6 +105,7 @@ def execute(
     columns: Sequence[str] = (),
     partial: bool = False,
     whole: bool = False,
+    cpu_clock: bool = False,
 ) -> QuantumPage:
     """Run one quantum of a new query (`query`) or a suspended one (`saved`).
     `columns`: the page's head, some of the query's variables in any order
@@ -113,18 +114,22 @@ def execute(
     per quantum, for the client to merge (`compile_query`).
     `whole`: a new query is run whole, every operator here (`compile_query`), in one
     quantum and one page, or raises Unfinished (none of its work kept).
+    `cpu_clock`: the quantum is the thread's CPU time, not wall time (a worker's quantum for a
+    query run whole: on a busy machine the wall clock would leave it unfinished exactly when
+    running it in pieces costs most).
     The cyclic collector waits meanwhile (operators make only acyclic tuples):
     a collection over the previous page's rows stalled a clock check or a
     resume by up to ~20 ms; it runs between quanta instead."""
     with collection_paused():
-        return _execute(store, query, saved, quantum_seconds, max_results, max_bytes, columns, partial, whole)
+        quantum = Quantum(quantum_seconds, cpu=cpu_clock)
+        return _execute(store, query, saved, quantum, max_results, max_bytes, columns, partial, whole)
 
 
 def _execute(
     store: TripleStore,
     query: str | None,
     saved: bytes | None,
-    quantum_seconds: float | None,
+    quantum: Quantum,
     max_results: int | None,
     max_bytes: int | None,
     columns: Sequence[str],
@@ -132,7 +137,6 @@ def _execute(
     whole: bool,
 ) -> QuantumPage:
     stats = QuantumStats()
-    quantum = Quantum(quantum_seconds)
     start = time.perf_counter()
     if saved is not None:
         plan = Plan.load(saved, store, quantum)
@@ -150,7 +154,7 @@ def _execute(
             raise Unfinished(str(error)) from None
         raise
     if whole and not done:
-        raise Unfinished(f"not finished in one quantum of {quantum_seconds} s or one page")
+        raise Unfinished(f"not finished in one quantum of {quantum.seconds} s or one page")
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
     saved_next = None

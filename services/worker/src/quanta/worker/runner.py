@@ -127,6 +127,7 @@ class Runner:
             columns=task.columns,
             partial=task.partial,
             whole=task.whole,
+            cpu_clock=task.whole,  # one quantum of work, however busy the machine (`execute`)
         )
 
     @staticmethod

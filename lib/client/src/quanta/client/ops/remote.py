@@ -12,7 +12,7 @@ nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from quanta.client.ops.base import Batch, Op, Shape
@@ -148,17 +148,21 @@ NOT_WHOLE = frozenset({ErrorKind.UNFINISHED, ErrorKind.UNSUPPORTED_OPERATOR})
 
 class Whole(Op):
     """The query run whole by a worker (`remote`, one request: every operator there, and its
-    whole answer in one page), or, when the worker cannot finish it in one quantum, `pieces`:
-    the query as the client plans it. A worker's answer is whole or none, so nothing was handed
-    on when the pieces start; what was tried costs one quantum at most. `outcome(finished)` is
-    told how it went (`plan.whole.WholeTries`)."""
+    whole answer in one page), or, when the worker cannot finish it in one quantum, its pieces:
+    the query as the client plans it, planned then (`plan_pieces`: most queries sent whole need
+    no plan of their own, which costs the gateway as much as the worker's compile). A worker's
+    answer is whole or none, so nothing was handed on when the pieces start; what was tried costs
+    one quantum at most. `outcome(finished)` is told how it went (`plan.whole.WholeTries`)."""
 
-    def __init__(self, remote: Remote, pieces: Op, outcome: Callable[[bool], None] = lambda _: None) -> None:
-        self.remote, self.pieces, self.outcome = remote, pieces, outcome
-        self.maybe, self.certain = pieces.maybe, pieces.certain
+    def __init__(
+        self, remote: Remote, plan_pieces: Callable[[], Awaitable[Op]], outcome: Callable[[bool], None]
+    ) -> None:
+        self.remote, self.plan_pieces, self.outcome = remote, plan_pieces, outcome
+        self.pieces: Op | None = None  # once planned
+        self.maybe, self.certain = remote.maybe, remote.certain
 
     def children(self) -> list[Op]:
-        return [self.remote, self.pieces]
+        return [self.remote] if self.pieces is None else [self.remote, self.pieces]
 
     async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
         try:
@@ -167,6 +171,7 @@ class Whole(Op):
             if error.kind not in NOT_WHOLE:
                 raise
             self.outcome(False)
+            self.pieces = await self.plan_pieces()
             async for batch in self.pieces.run(ctx):
                 yield batch
             return

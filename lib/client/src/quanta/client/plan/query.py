@@ -12,7 +12,7 @@ nothing, as the spec says.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from quanta.client.ops.base import Batch, Op
 from quanta.client.ops.construct import Construct, Describe, template_part
 from quanta.client.ops.hashjoin import HashJoin
-from quanta.client.ops.remote import Columns, Piece, Remote, Sources, Whole
+from quanta.client.ops.remote import Columns, Piece, Remote, Source, Sources, Whole
 from quanta.client.ops.standalone import Rows
 from quanta.client.plan.algebra import Prepass, member
 from quanta.client.plan.context import QueryContext
@@ -86,15 +86,23 @@ async def plan_query(
     sent = _whole_on_server(text, query, form, dataset, sources, base) if server else None
     if sent is not None:
         return sent
-    # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
-    try:
-        counts = partial(transport.cardinalities, spec.name)
-        written = (text if base is None else f"BASE <{base}>\n{text}", whole) if whole and server else None
-        return await bounded_async(
-            lambda: _plan(query, form, dataset, sources, context, strategy, ship, counts, written), text, base
-        )
-    except QuantaError as error:
-        raise query_error(error) from error
+    counts = partial(transport.cardinalities, spec.name)
+
+    async def pieces() -> QueryPlan:
+        # planning walks the tree as deep as parsing: in the same bounds (a parse thread past a short text)
+        try:
+            return await bounded_async(
+                lambda: _plan(query, form, dataset, sources, context, strategy, ship, counts), text, base
+            )
+        except QuantaError as error:
+            raise query_error(error) from error
+
+    if whole is not None and server:
+        written = text if base is None else f"BASE <{base}>\n{text}"
+        first = _whole_first(written, query, form, dataset, sources, whole, pieces)
+        if first is not None:
+            return first
+    return await pieces()
 
 
 def _plan(
@@ -106,10 +114,8 @@ def _plan(
     strategy: str,
     ship: bool,
     counts: Callable[[str | None], Cardinalities | None],
-    whole: tuple[str, WholeTries] | None,
 ) -> QueryPlan:
-    """`whole`: the query as written, to be sent whole first (`Whole`) where a worker can run it
-    whole, and when that is worth it; None: in pieces."""
+    """The query in pieces: what the workers run of it, and the client's operators over their rows."""
     algebra = query.algebra
     slots = Slots(str(v) for v in all_variables(algebra))
     prepass = Prepass(slots.fresh)
@@ -142,24 +148,36 @@ def _plan(
         return QueryPlan(form, [], root, [])
     head = _head(algebra, query, planner)
     variables, output = [str(v) for v in head], [scope.slot(v) for v in head]
-    direct = _direct(root, sources, variables, output)
+    return QueryPlan(form, variables, root, output, _direct(root, sources, variables, output))
+
+
+def _whole_first(
+    text: str,
+    query: Query,
+    form: str,
+    dataset: QueryDataset,
+    sources: Sources,
+    tries: WholeTries,
+    pieces: Callable[[], Awaitable[QueryPlan]],
+) -> QueryPlan | None:
+    """A SELECT of named variables outside the fragment that a worker can run whole, sent whole
+    first (function shipping of the whole query) when its shape is worth trying (`tries`); its
+    pieces are planned only if the worker does not finish it. None: plan the pieces now."""
+    algebra = query.algebra
     source = dataset.default.single
-    if (
-        whole is not None
-        and direct is None
-        and not query.star
-        and source is not None
-        and not sources.rename
-        and not fragment.whole_refusals(algebra)
-    ):
-        # function shipping of the whole query: tried first, the pieces if the worker cannot finish it
-        text, tries = whole
-        key = shape(algebra)
-        if tries.worth_trying(key):
-            columns = Columns(dict(zip(variables, output, strict=True)), slots, source)
-            piece = Piece(lambda _: text, columns, frozenset(output), frozenset(), whole=True)
-            root = Whole(Remote(piece), root, lambda finished: tries.outcome(key, finished))
-    return QueryPlan(form, variables, root, output, direct)
+    variables = _named(algebra) if form == "select" and not query.star else []
+    if not variables or source is None or sources.rename or fragment.whole_refusals(algebra):
+        return None
+    key = shape(algebra)
+    if not tries.worth_trying(key):
+        return None
+
+    async def planned() -> Op:
+        plan = await pieces()
+        return _Slots(plan.root, plan.output)  # the answer's columns, as the whole query's rows have them
+
+    root = Whole(_answer_piece(text, variables, source, whole=True), planned, lambda done: tries.outcome(key, done))
+    return QueryPlan(form, variables, root, list(range(len(variables))))
 
 
 def _whole_on_server(
@@ -174,22 +192,26 @@ def _whole_on_server(
         return None
     if query.refusals:  # FROM, or something below the SELECT
         return None
-    head = algebra.PV
-    if not head or not all(isinstance(v, Var) for v in head):
+    variables = _named(algebra)
+    if not variables:
         return None
-    variables = [str(v) for v in head]
+    remote = _answer_piece(text if base is None else f"BASE <{base}>\n{text}", variables, source)
+    return QueryPlan(form, variables, remote, list(range(len(variables))), remote)
+
+
+def _named(algebra: Any) -> list[str]:
+    """A SELECT's variables, none when it projects anything else."""
+    head = algebra.PV
+    return [str(v) for v in head] if head and all(isinstance(v, Var) for v in head) else []
+
+
+def _answer_piece(text: str, variables: list[str], source: Source, whole: bool = False) -> Remote:
+    """`text` sent as it is, its pages' columns the answer's `variables`, in order."""
     slots = Slots(variables)
     for name in variables:
         slots.add(name)
-    every = frozenset(range(len(variables)))
-    piece = Piece(
-        lambda _: text if base is None else f"BASE <{base}>\n{text}",
-        Columns({v: i for i, v in enumerate(variables)}, slots, source),
-        every,
-        frozenset(),
-    )
-    remote = Remote(piece)
-    return QueryPlan(form, variables, remote, list(range(len(variables))), remote)
+    columns = Columns({v: i for i, v in enumerate(variables)}, slots, source)
+    return Remote(Piece(lambda _: text, columns, frozenset(range(len(variables))), frozenset(), whole=whole))
 
 
 def _direct(root: Op, sources: Sources, variables: list[str], output: list[int]) -> Remote | None:

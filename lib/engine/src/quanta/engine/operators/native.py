@@ -12,7 +12,6 @@ further than the page takes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from time import perf_counter
 from typing import Any
 
 from quanta.engine import pb
@@ -59,9 +58,9 @@ class NativeTree:
         while True:
             wanted = ctx.wanted()
             step = size if wanted is None else max(1, min(size, wanted))
-            left = quantum.deadline - perf_counter() if native_clock else None
+            left = quantum.deadline - quantum.now() if native_clock else None
             try:
-                status = pipeline.run(into, step, quantum, QuantumExpired, left, CHECK_EVERY)
+                status = pipeline.run(into, step, quantum, QuantumExpired, left, CHECK_EVERY, quantum.cpu)
             except NativeStateTooLarge as error:
                 raise StateTooLarge(str(error)) from None
             yield

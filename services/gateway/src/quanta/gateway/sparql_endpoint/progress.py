@@ -80,7 +80,7 @@ class Progress:
 
     def follow(self, execution: Execution) -> None:
         """Watch the piece that drives `execution` (before it sends anything)."""
-        self.driver.text = driving_piece(execution.plan.root)
+        self.driver.plan = execution.plan.root
 
     def on_request(self, event: RequestEvent) -> None:
         if event.status == "ok":
@@ -155,9 +155,11 @@ class Progress:
 def driving_piece(op: Op) -> str | None:
     """The query text of the plan's leftmost server piece (its outer loop), or None when the
     leftmost operand runs in the gateway. A query sent whole first is driven by its pieces (the
-    whole try is one request)."""
+    whole try is one request), None until they are planned."""
     while not isinstance(op, Remote):
         if isinstance(op, Whole):
+            if op.pieces is None:
+                return None
             op = op.pieces
             continue
         children = op.children()
@@ -172,6 +174,7 @@ class Driver:
     it has left, and at its end the error of each quantum's estimate (a Prometheus histogram)."""
 
     def __init__(self) -> None:
+        self.plan: Op | None = None  # the query's plan, where the driving piece is looked for
         self.text: str | None = None  # the piece's query text (None: no piece drives the query)
         self.expected: str | None = None  # the token its next page is asked with, once it started
         self.started = 0.0  # when its first request was sent (perf_counter)
@@ -184,6 +187,8 @@ class Driver:
 
     def on_page(self, event: RequestEvent) -> None:
         request = event.request
+        if self.text is None and self.plan is not None:  # a query sent whole plans its pieces late
+            self.text = driving_piece(self.plan)
         if self.text is None or self.done or request is None:
             return
         if self.expected is None:
