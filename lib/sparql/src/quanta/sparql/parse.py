@@ -1,4 +1,4 @@
-"""Parse SPARQL text with Oxigraph's parser (spargebra, in the native core), once per query.
+"""Parse SPARQL text with Oxigraph's parser (spargebra, in the native core), once per query text.
 
 spargebra parses a query in microseconds, in time linear in its text, and
 names a syntax error's line and column; `quanta.sparql.translate` makes its
@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from quanta.native import _core
@@ -85,7 +86,12 @@ def _refusals_kept(text: str, base: str | None) -> Iterator[bool]:
 
 
 def read(text: str, base: str | None = None) -> ParsedQuery:
-    """`parse` without the bounds: only inside `bounded` (a plan that parses, say)."""
+    """`parse` without the bounds: only inside `bounded` (a plan that parses, say). A short
+    text read lately is not read again (`read_kept`); its tree is never changed after."""
+    return read_kept(text, base) if len(text) <= KEPT_CHARS else _read(text, base)
+
+
+def _read(text: str, base: str | None) -> ParsedQuery:
     tree: tuple[Any, ...] | None
     try:
         tree = _core.parse_query(text, base)
@@ -99,6 +105,13 @@ def read(text: str, base: str | None = None) -> ParsedQuery:
     except ValueError as error:  # SPARQL 1.2 forms spargebra reads and quanta does not
         raise QuerySyntaxError(str(error), 1, 1) from None
     return ParsedQuery(query, tuple(query_refusals(query.algebra)))
+
+
+# The gateway reads each query twice (the smart client's plan, then the first quantum it runs
+# itself compiles it), and a worker sees a text again when clients repeat it. Longer texts are
+# rare, and their trees large.
+KEPT_CHARS = 8192
+read_kept = lru_cache(maxsize=256)(_read)
 
 
 def _with_booleans_in_lower_case(text: str, base: str | None) -> tuple[Any, ...] | None:
