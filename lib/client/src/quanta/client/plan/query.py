@@ -83,7 +83,8 @@ async def plan_query(
         _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
     server = server_may_run(strategy, algebra)  # OPTIONAL in the server's pieces (else the client was asked to)
-    sent = _whole_on_server(text, query, form, dataset, sources, base) if server else None
+    written = text if base is None else f"BASE <{base}>\n{text}"  # what a worker is sent, relative IRIs too
+    sent = _whole_on_server(written, query, form, dataset, sources) if server else None
     if sent is not None:
         return sent
     counts = partial(transport.cardinalities, spec.name)
@@ -98,7 +99,6 @@ async def plan_query(
             raise query_error(error) from error
 
     if whole is not None and server:
-        written = text if base is None else f"BASE <{base}>\n{text}"
         first = _whole_first(written, query, form, dataset, sources, whole, pieces)
         if first is not None:
             return first
@@ -180,12 +180,10 @@ def _whole_first(
     return QueryPlan(form, variables, root, list(range(len(variables))))
 
 
-def _whole_on_server(
-    text: str, query: Query, form: str, dataset: QueryDataset, sources: Sources, base: str | None
-) -> QueryPlan | None:
+def _whole_on_server(text: str, query: Query, form: str, dataset: QueryDataset, sources: Sources) -> QueryPlan | None:
     """A SELECT of named variables that the server evaluates whole on the default graph, sent
-    as it was written (after `BASE <base>`, for relative IRIs): no planning, and the server's
-    pages are the answer. What the planner would send differs only in its spelling."""
+    as it was written (`text`, after `BASE <base>` for relative IRIs): no planning, and the
+    server's pages are the answer. What the planner would send differs only in its spelling."""
     algebra = query.algebra
     source = dataset.default.single
     if form != "select" or query.star or source is None or sources.rename or source.graph is not None:
@@ -195,7 +193,7 @@ def _whole_on_server(
     variables = _named(algebra)
     if not variables:
         return None
-    remote = _answer_piece(text if base is None else f"BASE <{base}>\n{text}", variables, source)
+    remote = _answer_piece(text, variables, source)
     return QueryPlan(form, variables, remote, list(range(len(variables))), remote)
 
 
