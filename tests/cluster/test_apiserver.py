@@ -98,19 +98,24 @@ def test_a_release_on_one_shard_upgrades_to_two_and_back(apiserver) -> None:
     args = ["-n", "sharded", "--wait", "--timeout", "2m", "--set", "worker.autoscaling.keda.enabled=true"]
 
     def deployments() -> dict[str, int]:
-        """Each Deployment's pods of its current template (helm --wait: ready), not readyReplicas:
-        a Deployment rolled by the upgrade (the gateway: its Redis URLs) may still count an old pod."""
+        """Each Deployment's pods of its current template, not readyReplicas: a Deployment rolled by
+        the upgrade (the gateway: its Redis URLs) may still count an old pod."""
         return {d["metadata"]["name"]: d["status"].get("updatedReplicas", 0)
                 for d in apiserver.get("deployments", "-n", "sharded")["items"]}  # fmt: skip
+
+    def rolled_out(expected: dict[str, int]) -> None:
+        """helm --wait returns once enough pods are ready, which can be before the last pod of a
+        rolled Deployment is updated (seen: the gateway at 1 of 2): waited for."""
+        apiserver.wait_until(lambda: deployments() == expected, what=f"deployments {expected}")
 
     def scaled() -> dict[str, str]:
         return {s["metadata"]["name"]: s["spec"]["triggers"][0]["metadata"]["address"]
                 for s in apiserver.get("scaledobjects", "-n", "sharded")["items"]}  # fmt: skip
 
     apiserver.helm("install", "sh", CHART, "--create-namespace", *args)
-    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker": 1}
+    rolled_out({"sh-quanta-gateway": 2, "sh-quanta-worker": 1})
     apiserver.helm("upgrade", "sh", CHART, *args, "--set", "redis.shards=2")
-    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker-0": 1, "sh-quanta-worker-1": 1}
+    rolled_out({"sh-quanta-gateway": 2, "sh-quanta-worker-0": 1, "sh-quanta-worker-1": 1})
     assert scaled() == {"sh-quanta-worker-0": "sh-quanta-redis:6379", "sh-quanta-worker-1": "sh-quanta-redis-1:6379"}
     assert apiserver.get("statefulset", "sh-quanta-redis", "-n", "sharded")["status"]["readyReplicas"] == 2
     for i in range(2):
@@ -123,7 +128,7 @@ def test_a_release_on_one_shard_upgrades_to_two_and_back(apiserver) -> None:
     for service, pod in (("sh-quanta-redis", "sh-quanta-redis-0"), ("sh-quanta-redis-1", "sh-quanta-redis-1")):
         apiserver.wait_until(lambda: endpoints(service) == [pod], what=f"{service} -> {pod}")  # noqa: B023
     apiserver.helm("upgrade", "sh", CHART, *args, "--set", "redis.shards=1")
-    assert deployments() == {"sh-quanta-gateway": 2, "sh-quanta-worker": 1}
+    rolled_out({"sh-quanta-gateway": 2, "sh-quanta-worker": 1})
     assert scaled() == {"sh-quanta-worker": "sh-quanta-redis:6379"}
     apiserver.wait_until(lambda: endpoints("sh-quanta-redis") == ["sh-quanta-redis-0"], what="one Redis pod left")
 
