@@ -76,8 +76,9 @@ def test_the_progress_stream_carries_them_and_the_error_is_measured(module_servi
 def test_a_split_query_reports_its_driving_piece(module_service) -> None:
     """A sort runs in the gateway over one server piece: the quanta report that piece's progress
     (a JSON null before it has any, never a made-up number)."""
-    quanta = quantum_events(module_service.url, CHAIN + " ORDER BY DESC(?o)")  # with a LIMIT, the workers' (top-k)
-    tried, *quanta = quanta  # the query sent whole first, unfinished in the 2 ms quantum
+    # the gateway's sort: its decimal key is one the workers cannot order (they would sort it whole)
+    quanta = quantum_events(module_service.url, CHAIN + " ORDER BY DESC(?o) (STRLEN(STR(?s)) / 7)")
+    tried, *quanta = quanta  # the query sent whole first, unfinished at its first row
     assert tried["whole"] and tried["status"] == "unfinished" and tried["progress"] is None
     fractions = [q["progress"] for q in quanta]
     assert len(quanta) >= 45 and fractions == sorted(fractions) and fractions[-1] == 1.0

@@ -1,8 +1,9 @@
 """Queries run whole (`execute(..., whole=True)`): subqueries hash-joined, GROUP BY with COUNT,
-MIN, MAX and SAMPLE, HAVING, DISTINCT and ORDER BY at any depth, all on the worker in one
-quantum. The answer is pyoxigraph's on WatDiv 100K (in its order where the query orders totally),
-or none: a query that does not finish in its quantum, or holds a value the worker cannot order,
-raises Unfinished, and the client runs it in pieces."""
+MIN, MAX and SAMPLE, HAVING, DISTINCT and ORDER BY at any depth, all on the worker, suspended
+and resumed like any plan (what the operators gathered is in the saved plan). The answer is
+pyoxigraph's on WatDiv 100K (in its order where the query orders totally), the same when
+suspended every few steps, or none: a query that holds a value the worker cannot order, or more
+than a plan run whole may, raises Unfinished, and the client runs it in pieces."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.execute import execute
+from quanta.engine.plan import POOL
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.storage import TripleStore
-from quanta.sparql.errors import Unfinished, UnsupportedQuery
+from quanta.sparql.errors import InvalidPlan, Unfinished, UnsupportedQuery
 from quanta.sparql.term_rows import Row
+from quanta.testkit.engine import run_in_steps, steps_of
 from quanta.testkit.oracle import as_multiset, oxigraph_solutions
 
 P = (
@@ -98,9 +101,14 @@ QUERIES = {
 def whole(
     store: TripleStore, query: str, quantum_s: float | None = None, cpu_clock: bool = False
 ) -> tuple[list[str], list[Row]]:
+    """The answer, in quanta of `quantum_s`, each resumed from the saved plan's bytes."""
     page = execute(store, query=query, quantum_seconds=quantum_s, whole=True, cpu_clock=cpu_clock)
-    assert page.next is None, "a query run whole is never suspended"
-    return page.head, page.rows
+    rows = page.rows
+    while page.next is not None:
+        POOL.free.clear()  # no plan left in the pool: each quantum loads the bytes
+        page = execute(store, saved=page.next, quantum_seconds=quantum_s, cpu_clock=cpu_clock)
+        rows += page.rows
+    return page.head, rows
 
 
 @pytest.mark.parametrize("name", QUERIES)
@@ -124,11 +132,34 @@ def test_sample_is_one_of_the_groups_values(watdiv_store: TripleStore, watdiv_ox
     assert rows and set(as_multiset(["u", "any"], rows)) <= set(values)
 
 
-def test_a_query_that_does_not_finish_in_its_quantum_is_unfinished(watdiv_store: TripleStore) -> None:
+@pytest.mark.parametrize("name", QUERIES)
+def test_suspended_every_few_steps_it_answers_the_same(name: str, watdiv_store: TripleStore) -> None:
+    """Resume(Suspend(P)) = P for plans run whole: suspended about 25 times along the run
+    (every 3 steps at least), each quantum from the saved bytes, the same rows in the same order."""
+    query = P + QUERIES[name][0]
+    expected, steps = steps_of(watdiv_store, query, whole=True)
+    every = max(3, steps // 25)
+    rows, quanta = run_in_steps(watdiv_store, query, every, whole=True)
+    assert rows == expected
+    assert quanta > 1 or steps <= every
+
+
+def test_a_query_that_does_not_finish_in_its_quantum_is_suspended(watdiv_store: TripleStore) -> None:
+    """Its groups so far are in the saved plan (format 6); resumed, it ends with every one."""
     query = P + "SELECT ?u (COUNT(*) AS ?n) WHERE { ?u wsdbm:follows ?f . ?f wsdbm:follows ?g } GROUP BY ?u"
-    with pytest.raises(Unfinished):
-        whole(watdiv_store, query, quantum_s=0.0005)
-    assert whole(watdiv_store, query)[1], "with time enough, it finishes"
+    first = execute(watdiv_store, query=query, quantum_seconds=0.0005, whole=True)
+    assert first.next is not None and not first.rows
+    assert as_multiset(*whole(watdiv_store, query, quantum_s=0.002)) == as_multiset(*whole(watdiv_store, query))
+
+
+def test_a_damaged_saved_plan_run_whole_is_refused(watdiv_store: TripleStore) -> None:
+    query = P + "SELECT ?u (COUNT(*) AS ?n) WHERE { ?u wsdbm:follows ?f . ?f wsdbm:follows ?g } GROUP BY ?u"
+    saved = execute(watdiv_store, query=query, quantum_seconds=0.0005, whole=True).next
+    assert saved is not None
+    POOL.free.clear()
+    POOL.by_state.clear()
+    with pytest.raises(InvalidPlan):
+        execute(watdiv_store, saved=saved[: len(saved) - 40], quantum_seconds=None)
 
 
 def test_a_quantum_on_the_cpu_clock_counts_work_not_waiting(watdiv_store: TripleStore) -> None:
@@ -142,9 +173,8 @@ def test_a_quantum_on_the_cpu_clock_counts_work_not_waiting(watdiv_store: Triple
     with pytest.raises(QuantumExpired):
         wall.check()
     query = P + "SELECT ?u (COUNT(*) AS ?n) WHERE { ?u wsdbm:follows ?f . ?f wsdbm:follows ?g } GROUP BY ?u"
-    with pytest.raises(Unfinished):
-        whole(watdiv_store, query, quantum_s=0.0005, cpu_clock=True)
-    assert whole(watdiv_store, query, quantum_s=60, cpu_clock=True)[1]
+    assert execute(watdiv_store, query=query, quantum_seconds=0.0005, whole=True, cpu_clock=True).next
+    assert execute(watdiv_store, query=query, quantum_seconds=60, whole=True, cpu_clock=True).next is None
 
 
 def test_a_value_the_worker_cannot_order_leaves_it_unfinished(watdiv_store: TripleStore) -> None:

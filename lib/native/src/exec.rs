@@ -937,10 +937,20 @@ struct TopK {
     beaten: HashSet<i64, BuildHasherDefault<IdHasher>>,
     out: HandOn<Vec<i64>>,
     row: Vec<i64>,
+    /// the kept rows' keys are to be placed again (a loaded state holds the rows alone)
+    rekey: bool,
 }
 
 impl TopK {
     fn next(&mut self, cx: &mut Cx, mu: &[i64], out: &mut [i64]) -> Result<bool, Expired> {
+        if std::mem::take(&mut self.rekey) {
+            for i in 0..self.kept.len() {
+                self.kept[i].0 = match self.key_of(cx, &self.kept[i].1) {
+                    Some(key) => key,
+                    None => return Err(unfinished(cx, "a value the workers cannot order")),
+                };
+            }
+        }
         loop {
             if let Some(row) = self.out.next()? {
                 out.copy_from_slice(row);
@@ -981,9 +991,13 @@ impl TopK {
 
     /// The row's key, None when a term has no exact place here (`place`).
     fn key(&self, cx: &mut Cx) -> Option<Vec<OrderKey>> {
+        self.key_of(cx, &self.row)
+    }
+
+    fn key_of(&self, cx: &mut Cx, row: &[i64]) -> Option<Vec<OrderKey>> {
         self.slots
             .iter()
-            .map(|&slot| match self.row[slot] {
+            .map(|&slot| match row[slot] {
                 0 => Some(OrderKey::Unbound),
                 id => place(&*cx.terms.get(cx.store, cx.table, id).ok()?, self.exact),
             })
@@ -1118,6 +1132,8 @@ struct Tally {
     row: Vec<i64>,
     /// the current row's reduced values to keep (`reduce`; None: the kept one stays)
     pending: Vec<Option<Kept>>,
+    /// the kept MIN and MAX terms are to be placed again (a loaded state holds their ids alone)
+    rekey: bool,
 }
 
 struct Tallied {
@@ -1177,6 +1193,9 @@ impl Tally {
         if self.done {
             return Ok(false);
         }
+        if std::mem::take(&mut self.rekey) {
+            self.place_kept(cx)?;
+        }
         if self.count_only(cx, mu)? {
             self.done = self.exact;
             return Ok(true);
@@ -1232,6 +1251,88 @@ impl Tally {
             }
         }
         self.finish(cx, done)
+    }
+
+    /// The places of the kept MIN and MAX terms, which a loaded table lacks.
+    fn place_kept(&mut self, cx: &mut Cx) -> Result<(), Expired> {
+        let exact = self.exact;
+        for entry in self.table.values_mut() {
+            for kept in &mut entry.kept {
+                if let Kept::Term(id, key @ None) = kept {
+                    if *id != 0 {
+                        let term = cx.terms.get(cx.store, cx.table, *id).ok();
+                        *key = term.and_then(|t| place(&t, exact));
+                        if key.is_none() {
+                            return Err(unfinished(cx, "a value the workers cannot order"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The table of an exact tally (`done`, `[n]`, then per group in first-seen order its
+    /// key, count and kept values: a term's id, a sum's `[mantissa high, low, exponent,
+    /// type]`), as saved plans hold it.
+    fn save_table(&self, out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+        out.push(self.done as i64);
+        out.push(self.table.len() as i64);
+        let mut groups: Vec<_> = self.table.iter().collect();
+        groups.sort_unstable_by_key(|(_, entry)| entry.place);
+        for (key, entry) in groups {
+            key.iter().for_each(|&v| save_id(v, out, foreign));
+            out.push(entry.count as i64);
+            for kept in &entry.kept {
+                match kept {
+                    Kept::Term(id, _) => save_id(*id, out, foreign),
+                    Kept::Sum(total, summed) => {
+                        out.push((total.m >> 64) as i64);
+                        out.push(total.m as i64);
+                        out.push(total.e as i64);
+                        out.push(*summed as i64);
+                    }
+                }
+            }
+        }
+    }
+
+    fn load_table(&mut self, r: &mut Reader) -> Result<(), String> {
+        self.done = r.count(Some(1))? == 1;
+        let n = r.count(Some(WHOLE_ROWS as u64))?;
+        self.table.clear();
+        for place in 0..n as usize {
+            let key = (0..self.slots.len())
+                .map(|_| r.id())
+                .collect::<Result<Vec<_>, _>>()?;
+            let count = r.count(None)?;
+            let mut kept = Vec::with_capacity(self.reduced.len());
+            for &(_, _, how) in &self.reduced {
+                kept.push(match how {
+                    Reduce::Sum | Reduce::Avg => {
+                        let (high, low) = (r.next()?, r.next()?);
+                        let e = i32::try_from(r.next()?).map_err(|e| e.to_string())?;
+                        let summed = match r.count(Some(2))? {
+                            0 => Summed::Integer,
+                            1 => Summed::Float,
+                            _ => Summed::Double,
+                        };
+                        let m = ((high as i128) << 64) | (low as u64 as i128);
+                        Kept::Sum(Exact { m, e }, summed)
+                    }
+                    _ => Kept::Term(r.id()?, None),
+                });
+            }
+            if self
+                .table
+                .insert(key, Tallied { place, count, kept })
+                .is_some()
+            {
+                return Err("tally: a group saved twice".into());
+            }
+        }
+        self.rekey = true;
+        Ok(())
     }
 
     /// A new group of the table, next in first-seen order, counted `count` times,
@@ -1483,8 +1584,8 @@ impl Tally {
 /// SPARQL's join of two inputs, for a plan run whole: `right` read whole into
 /// a table by its values of `keys` (rows missing one of them apart, tried
 /// with every left row), then each row of `left` with each compatible row of
-/// it (every slot both bind equal). A step per pair tried. Its table is not
-/// state: a plan with one is never saved (`save` writes its inputs' states alone).
+/// it (every slot both bind equal). A step per pair tried. State: the right rows
+/// read, the left row being joined and how far (`save`), then the inputs' states.
 struct HashJoin {
     left: Node,
     right: Node,
@@ -1509,8 +1610,8 @@ impl HashJoin {
         }
         loop {
             while let Some(&index) = self.tried.get(self.at) {
+                cx.budget.step()?; // before moving on: a quantum that ends here tries the row again
                 self.at += 1;
-                cx.budget.step()?;
                 let right = &self.rows[index];
                 let compatible = self
                     .current
@@ -1527,19 +1628,87 @@ impl HashJoin {
             if !self.left.next(cx, mu, &mut self.current)? {
                 return Ok(false);
             }
-            self.key.clear();
-            self.key.extend(self.keys.iter().map(|&s| self.current[s]));
-            self.tried.clear();
-            self.at = 0;
-            if self.key.contains(&0) {
-                self.tried.extend(0..self.rows.len()); // a key unbound: every row may fit
-            } else {
-                if let Some(found) = self.table.get(self.key.as_slice()) {
-                    self.tried.extend_from_slice(found);
-                }
-                self.tried.extend_from_slice(&self.loose);
-            }
+            self.find_rows();
         }
+    }
+
+    /// The right rows the current left row is tried with, from the first.
+    fn find_rows(&mut self) {
+        self.key.clear();
+        self.key.extend(self.keys.iter().map(|&s| self.current[s]));
+        self.tried.clear();
+        self.at = 0;
+        if self.key.contains(&0) {
+            self.tried.extend(0..self.rows.len()); // a key unbound: every row may fit
+        } else {
+            if let Some(found) = self.table.get(self.key.as_slice()) {
+                self.tried.extend_from_slice(found);
+            }
+            self.tried.extend_from_slice(&self.loose);
+        }
+    }
+
+    /// Add `row` to the table.
+    fn index(&mut self, row: Vec<i64>) {
+        let index = self.rows.len();
+        self.key.clear();
+        self.key.extend(self.keys.iter().map(|&s| row[s]));
+        if self.key.contains(&0) {
+            self.loose.push(index);
+        } else {
+            self.table.entry(self.key.clone()).or_default().push(index);
+        }
+        self.rows.push(row);
+    }
+
+    /// `[built, n, c, c slots]` and the n right rows read, each its values of those slots (the
+    /// slots any row binds), then `[the left row being joined or -1, how many right rows it
+    /// was tried with]`, then the left's and the right's states.
+    fn save(&self, out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+        out.push(self.built as i64);
+        out.push(self.rows.len() as i64);
+        let slots: Vec<usize> = (0..self.row.len())
+            .filter(|&s| self.rows.iter().any(|row| row[s] != 0))
+            .collect();
+        out.push(slots.len() as i64);
+        out.extend(slots.iter().map(|&s| s as i64));
+        for row in &self.rows {
+            slots.iter().for_each(|&s| save_id(row[s], out, foreign));
+        }
+        let joining = self.at < self.tried.len();
+        save_mapping(joining, &self.current, out, foreign);
+        out.push(if joining { self.at as i64 } else { 0 });
+        self.left.save(out, foreign);
+        self.right.save(out, foreign);
+    }
+
+    fn load(&mut self, r: &mut Reader) -> Result<(), String> {
+        self.reset();
+        self.built = r.count(Some(1))? == 1;
+        let n = r.count(Some(WHOLE_ROWS as u64))?;
+        let width = self.row.len();
+        let c = r.count(Some(width as u64))? as usize;
+        let mut slots = Vec::with_capacity(c);
+        for _ in 0..c {
+            let slot = r.count(Some(width as u64 - 1))? as usize;
+            if slots.last().is_some_and(|&last| last >= slot) {
+                return Err("hash join: slots out of order".into());
+            }
+            slots.push(slot);
+        }
+        for _ in 0..n {
+            let mut row = vec![0; width];
+            for &s in &slots {
+                row[s] = r.id()?;
+            }
+            self.index(row);
+        }
+        if r.mapping(&mut self.current)? {
+            self.find_rows();
+        }
+        self.at = r.count(Some(self.tried.len() as u64))? as usize;
+        self.left.load(r)?;
+        self.right.load(r)
     }
 
     /// Read `right` whole into the table.
@@ -1551,15 +1720,7 @@ impl HashJoin {
                     "a join side larger than a plan run whole holds",
                 ));
             }
-            let index = self.rows.len();
-            self.key.clear();
-            self.key.extend(self.keys.iter().map(|&s| self.row[s]));
-            if self.key.contains(&0) {
-                self.loose.push(index);
-            } else {
-                self.table.entry(self.key.clone()).or_default().push(index);
-            }
-            self.rows.push(self.row.clone());
+            self.index(self.row.clone());
         }
         self.built = true;
         Ok(())
@@ -1720,6 +1881,29 @@ impl Reader<'_> {
         }
     }
 
+    /// A term id (this plan's, for one outside the dictionary).
+    fn id(&mut self) -> Result<i64, String> {
+        let v = self.next()?;
+        if v < 0 {
+            (self.restore)(v)
+        } else {
+            Ok(v)
+        }
+    }
+
+    /// `n` mappings, none of them missing, of `width` slots.
+    fn mappings(&mut self, n: u64, width: usize) -> Result<Vec<Vec<i64>>, String> {
+        let mut rows = Vec::with_capacity(n.min(WHOLE_ROWS as u64) as usize);
+        for _ in 0..n {
+            let mut row = vec![0; width];
+            if !self.mapping(&mut row)? {
+                return Err("a saved row that is none".into());
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
     /// `[n, v1..vn]` (trailing unbound slots dropped) or `[-1]` for none.
     fn mapping(&mut self, current: &mut [i64]) -> Result<bool, String> {
         current.fill(0);
@@ -1758,6 +1942,15 @@ fn position(position: u64, count: u64, inner: Option<f64>) -> f64 {
 fn take_number(numbers: &mut usize) -> usize {
     *numbers += 1;
     *numbers - 1
+}
+
+/// A term id; records where it is when negative (a term outside the dictionary,
+/// renumbered by the caller).
+fn save_id(v: i64, out: &mut Vec<i64>, foreign: &mut Vec<usize>) {
+    if v < 0 {
+        foreign.push(out.len());
+    }
+    out.push(v);
 }
 
 /// `[n, v1..vn]` without trailing unbound slots, or `[-1]`; records where
@@ -1885,6 +2078,7 @@ impl Node {
                 beaten: HashSet::default(),
                 out: HandOn::new(),
                 row: vec![0; width],
+                rekey: false,
             })),
             Spec::Closure {
                 forward,
@@ -1944,6 +2138,7 @@ impl Node {
                 out: HandOn::new(),
                 row: vec![0; width],
                 pending: Vec::new(),
+                rekey: false,
             })),
         }
     }
@@ -2148,7 +2343,10 @@ impl Node {
                 closure.forward.restart();
                 closure.backward.restart();
             }
-            Node::Hash(join) => join.reset(), // never saved: a restart starts it again
+            Node::Hash(join) => {
+                join.left.restart();
+                join.right.restart();
+            }
         }
     }
 
@@ -2190,36 +2388,33 @@ impl Node {
                 let left = tally.out.left();
                 out.push(left.len() as i64);
                 for (key, n, reduced) in left {
-                    for &v in key {
-                        if v < 0 {
-                            foreign.push(out.len());
-                        }
-                        out.push(v);
-                    }
+                    key.iter().for_each(|&v| save_id(v, out, foreign));
                     out.push(*n as i64);
-                    for &v in reduced {
-                        if v < 0 {
-                            foreign.push(out.len());
-                        }
-                        out.push(v);
-                    }
+                    reduced.iter().for_each(|&v| save_id(v, out, foreign));
+                }
+                if tally.exact {
+                    tally.save_table(out, foreign);
                 }
                 tally.input.save(out, foreign);
             }
             Node::TopK(top) => {
-                // rows kept are handed on before a quantum ends: none is kept here
+                // a partial top-k hands its rows on before a quantum ends: only an exact one keeps any
                 let left = top.out.left();
                 out.push(left.len() as i64);
                 for row in left {
                     save_mapping(true, row, out, foreign);
                 }
+                if top.exact {
+                    out.push(top.done as i64);
+                    out.push(top.kept.len() as i64);
+                    for (_, row) in &top.kept {
+                        save_mapping(true, row, out, foreign);
+                    }
+                }
                 top.input.save(out, foreign);
             }
             Node::Closure(closure) => closure.save(out, foreign),
-            Node::Hash(join) => {
-                join.left.save(out, foreign);
-                join.right.save(out, foreign);
-            }
+            Node::Hash(join) => join.save(out, foreign),
         }
     }
 
@@ -2354,26 +2549,26 @@ impl Node {
             }
             Node::Filter { input, .. } | Node::Extend { input, .. } => input.load(r)?,
             Node::Tally(tally) => {
-                let n = r.count(Some(TALLY_ROWS as u64))?;
+                let n = r.count(Some(tally.bound() as u64))?;
                 let mut rows = Vec::with_capacity(n as usize);
                 for _ in 0..n {
-                    let mut key = Vec::with_capacity(tally.slots.len());
-                    for _ in 0..tally.slots.len() {
-                        let v = r.next()?;
-                        key.push(if v < 0 { (r.restore)(v)? } else { v });
-                    }
+                    let key = (0..tally.slots.len())
+                        .map(|_| r.id())
+                        .collect::<Result<Vec<_>, _>>()?;
                     let count = r.count(None)?;
-                    if count == 0 {
+                    if count == 0 && !tally.exact {
+                        // (an exact COUNT(*) over no row is 0)
                         return Err("tally: a row counted 0 times".into());
                     }
-                    let mut reduced = Vec::with_capacity(tally.reduced.len());
-                    for _ in 0..tally.reduced.len() {
-                        let v = r.next()?;
-                        reduced.push(if v < 0 { (r.restore)(v)? } else { v });
-                    }
+                    let reduced = (0..tally.reduced.len())
+                        .map(|_| r.id())
+                        .collect::<Result<Vec<_>, _>>()?;
                     rows.push((key, count, reduced));
                 }
                 tally.out.load(rows);
+                if tally.exact {
+                    tally.load_table(r)?;
+                }
                 tally.input.load(r)?;
             }
             Node::Closure(closure) => closure.load(r)?,
@@ -2381,21 +2576,18 @@ impl Node {
                 let n = r.count(Some(top.k as u64))?;
                 top.kept.clear();
                 top.beaten.clear();
-                let mut rows = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    let mut row = vec![0; top.row.len()];
-                    if !r.mapping(&mut row)? {
-                        return Err("top-k: a row to hand on that is none".into());
-                    }
-                    rows.push(row);
-                }
+                let rows = r.mappings(n, top.row.len())?;
                 top.out.load(rows);
+                if top.exact {
+                    top.done = r.count(Some(1))? == 1;
+                    let n = r.count(Some(WHOLE_ROWS as u64 + 1))?;
+                    let kept = r.mappings(n, top.row.len())?;
+                    top.kept = kept.into_iter().map(|row| (Vec::new(), row)).collect();
+                    top.rekey = true;
+                }
                 top.input.load(r)?;
             }
-            Node::Hash(join) => {
-                join.left.load(r)?;
-                join.right.load(r)?;
-            }
+            Node::Hash(join) => join.load(r)?,
         }
         Ok(())
     }

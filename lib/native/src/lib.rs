@@ -14,6 +14,7 @@ pub mod regexp;
 pub mod render;
 pub mod store;
 pub mod temporal;
+pub mod wire;
 
 #[cfg(feature = "python")]
 mod python;

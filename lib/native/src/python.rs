@@ -9,6 +9,7 @@ use crate::index;
 use crate::regexp::py::PyRegex;
 use crate::render::{Format, Unrepresentable};
 use crate::store::{Cursor, Store};
+use crate::wire;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -640,15 +641,24 @@ impl Pipeline {
         self.tree.undecided
     }
 
-    /// The state in the saved plans' layout, and the positions in it of
-    /// the mapping cells that hold negative ids (terms outside the dictionary).
-    fn save(&self) -> (Vec<i64>, Vec<usize>) {
-        self.tree.save()
+    /// The state in the saved plans' layout, as field 3 of a SavedPlan message (`wire`);
+    /// `rename(id)` gives each negative id (a term outside the dictionary) as it is saved.
+    fn save<'py>(
+        &self,
+        py: Python<'py>,
+        rename: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (mut values, foreign) = self.tree.save();
+        for i in foreign {
+            values[i] = rename.call1((values[i],))?.extract()?;
+        }
+        Ok(PyBytes::new(py, &wire::state_field(&values)))
     }
 
-    /// Load a state in that layout (all of `state`); `restored(id)` maps each
-    /// negative id a mapping holds.
-    fn load(&mut self, state: Vec<i64>, restored: Bound<'_, PyAny>) -> PyResult<()> {
+    /// Load the state of `saved`, a SavedPlan message (all of its state); `restored(id)` maps
+    /// each negative id a mapping holds.
+    fn load(&mut self, saved: &[u8], restored: Bound<'_, PyAny>) -> PyResult<()> {
+        let state = wire::state_of(saved).map_err(PyValueError::new_err)?;
         let mut failure: Option<PyErr> = None;
         let mut restore = |v: i64| -> Result<i64, String> {
             restored.call1((v,)).and_then(|r| r.extract()).map_err(|e| {

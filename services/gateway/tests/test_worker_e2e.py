@@ -84,9 +84,10 @@ def _start_worker(server: RedisServer, catalog: Path) -> subprocess.Popen[bytes]
 
 
 def run(
-    client: httpx.Client, dataset: str, query: str, plan: str | None = None, partial: bool = False
+    client: httpx.Client, dataset: str, query: str, plan: str | None = None, partial: bool = False, whole: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    body: dict[str, Any] = {"query": query} | ({"plan": plan} if plan else {}) | ({"partial": True} if partial else {})
+    body: dict[str, Any] = {"query": query} | ({"plan": plan} if plan else {})
+    body |= ({"partial": True} if partial else {}) | ({"whole": True} if whole else {})
     pages = []
     while True:
         response = client.post(f"/v1/datasets/{dataset}/query", json=body)
@@ -162,9 +163,10 @@ def test_partial_answers_merge_into_the_answer(e2e: Service) -> None:
 
 
 def test_a_query_run_whole(e2e: Service) -> None:
-    """`whole`: every operator on the worker, the whole answer in one page; 422 `unfinished` when
-    it does not finish in its one quantum (2 ms over 100,000 triples), `unsupported-operator` for
-    an operator a worker does not run whole."""
+    """`whole`: every operator on the worker, suspended and resumed (2 ms quanta over 100,000
+    triples: what the operators gathered is in the saved plan) to the same answer; 422
+    `unfinished` when the worker cannot run it whole (a value it cannot order),
+    `unsupported-operator` for an operator a worker does not run whole."""
     top = (
         "SELECT ?p ?n WHERE { { SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p } } "
         "ORDER BY DESC(?n) ?p LIMIT 3"
@@ -176,7 +178,11 @@ def test_a_query_run_whole(e2e: Service) -> None:
     assert page["next"] is None and len(counts) == 3 and counts == sorted(counts, reverse=True)
     _, grouped = run(e2e.client, "whole", "SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p", partial=True)
     assert counts == sorted((int(b["n"]["value"]) for b in grouped), reverse=True)[:3]
-    problem(e2e.client.post("/v1/datasets/watdiv/query", json={"query": top, "whole": True}), 422, "unfinished")
+    pages, preempted = run(e2e.client, "watdiv", top, whole=True)
+    assert len(pages) > 1 and not pages[0]["results"]["bindings"] and preempted == page["results"]["bindings"]
+    decimal = "SELECT ?o WHERE { ?s <http://purl.org/stuff/rev#rating> ?o } ORDER BY (xsd:decimal(?o) / 3) LIMIT 3"
+    decimal = "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> " + decimal
+    problem(e2e.client.post("/v1/datasets/whole/query", json={"query": decimal, "whole": True}), 422, "unfinished")
     joined = "SELECT (GROUP_CONCAT(?o) AS ?s) WHERE { ?s <http://purl.org/stuff/rev#rating> ?o }"
     refused = e2e.client.post("/v1/datasets/whole/query", json={"query": joined, "whole": True})
     assert problem(refused, 422, "unsupported-operator")["operator"] == "GROUP_CONCAT"

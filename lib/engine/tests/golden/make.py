@@ -2,7 +2,7 @@
 that introduced it (v1; v2 for a Tally or TopK at the root, a plan asked for
 partial answers; v3 for a LeftJoin, OPTIONAL; v4 for a SemiJoin, (NOT) EXISTS
 and MINUS, a Closure, a property path, and a Tally with MIN and MAX; v5 for a Scan over a
-range of objects). Run once
+range of objects; v6 for a plan run whole: a HashJoin, an exact Tally or TopK). Run once
 per format version; never regenerate an existing file: they pin compatibility,
 so this only writes the cases whose files are missing.
 
@@ -93,8 +93,28 @@ CASES = {
         300,
         {"filter", "scan"},
     ),
+    # run whole: two groups hash-joined, ordered, suspended with the right side's table built and
+    # the left side's groups half tallied
+    "v6-whole-join": (
+        P + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+        "SELECT ?p (xsd:float(?likes) / ?reviews AS ?ratio) WHERE { "
+        "{ SELECT ?p (COUNT(?u) AS ?likes) WHERE { ?u wsdbm:likes ?p } GROUP BY ?p } "
+        "{ SELECT ?p (COUNT(?r) AS ?reviews) WHERE { ?p rev:hasReview ?r } GROUP BY ?p } "
+        "} ORDER BY DESC(xsd:float(?likes) / ?reviews) ?p LIMIT 15",
+        100_000,
+        {"hash_join", "tally", "top_k", "extend", "scan"},
+    ),
+    # run whole: an exact tally's SUM, MIN and MAX per group, mid-input, under an exact top-k
+    "v6-whole-tally": (
+        P + "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+        "SELECT ?u (SUM(xsd:integer(?r)) AS ?total) (SUM(xsd:double(?r) / 3) AS ?third) (MIN(?r) AS ?lo) "
+        "(MAX(?v) AS ?last) WHERE { ?v rev:reviewer ?u ; rev:rating ?r } GROUP BY ?u ORDER BY DESC(?total) ?u LIMIT 20",
+        100_000,
+        {"tally", "top_k", "scan"},
+    ),
 }
 PAGE_ROWS = {"v2-tally": 3, "v2-top-k": 2, "v4-tally-min-max": 3}  # the plans asked for partial answers
+WHOLE = {"v6-whole-join", "v6-whole-tally"}  # the plans run whole
 
 
 def kinds(op: pb.Operator) -> set[str]:
@@ -112,11 +132,11 @@ def kinds(op: pb.Operator) -> set[str]:
 
 
 def write(store: TripleStore, name: str, query: str, steps: int, expected: set[str]) -> None:
-    partial = name in PAGE_ROWS
-    plan = compile_query(query, store, partial)
+    partial, whole = name in PAGE_ROWS, name in WHOLE
+    plan = compile_query(query, store, partial, whole)
     assert kinds(pb.PhysicalPlan.FromString(plan.description).root) >= expected, name
     if not partial:
-        steps = min(steps, steps_of(store, query)[1] // 2)  # suspended in the middle of the run
+        steps = min(steps, steps_of(store, query, whole)[1] // 2)  # suspended in the middle of the run
     quantum = StepQuantum(steps)
     plan.ctx.quantum = quantum
     _, done = run(plan, quantum, PAGE_ROWS.get(name))
@@ -144,7 +164,7 @@ def main() -> None:
             (HERE / "v1-join.rows.json").write_text(json.dumps([list(r) for r in rest.rows]) + "\n")
         for name, (query, steps, expected) in CASES.items():
             if "--check" in sys.argv:
-                plan = compile_query(query, store, name in PAGE_ROWS)
+                plan = compile_query(query, store, name in PAGE_ROWS, name in WHOLE)
                 print(name, sorted(kinds(pb.PhysicalPlan.FromString(plan.description).root)))
             elif not (HERE / f"{name}.plan").exists():
                 write(store, name, query, steps, expected)

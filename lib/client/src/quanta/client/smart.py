@@ -68,8 +68,8 @@ class SmartClient:
         `ship`: GROUP BY and DISTINCT over a server piece run on the server in
         partial answers (function shipping); False: here, over every row (data shipping).
         `whole`: a query outside the fragment that a worker can run whole (`fragment.whole_refusals`)
-        is sent whole first (`ops.remote.Whole`), in pieces when it does not finish in one quantum
-        there (`plan.whole` says when it is tried); False: in pieces at once (with `ship` False too)."""
+        is sent whole first (`ops.remote.Whole`), in pieces when the worker cannot run it whole
+        (`plan.whole` says when it is tried); False: in pieces at once (with `ship` False too)."""
         self.transport = transport
         self.optional = optional
         self.ship = ship

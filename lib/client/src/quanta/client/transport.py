@@ -36,7 +36,8 @@ class SubRequest:
     # A DISTINCT, or GROUP BY with COUNT(*), answered per quantum: each page's rows
     # distinct (with their counts) in that page alone, for the caller to merge
     partial: bool = False
-    # The whole query in one quantum, every operator on the server, or the error "unfinished"
+    # The whole query, every operator on the server (suspended and resumed as any query), or the
+    # error "unfinished" when the server cannot run it whole
     whole: bool = False
 
     def __post_init__(self) -> None:
@@ -45,7 +46,7 @@ class SubRequest:
 
     def resumed(self, token: str) -> SubRequest:
         """The request that continues this one from `token`."""
-        return SubRequest(self.dataset, self.graph, None, token, self.render, self.columns, self.partial)
+        return SubRequest(self.dataset, self.graph, None, token, self.render, self.columns, self.partial, self.whole)
 
 
 @dataclass(frozen=True, slots=True)

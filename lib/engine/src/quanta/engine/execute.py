@@ -112,17 +112,18 @@ def execute(
     (empty: the query's own head; InvalidRequest if one is not there).
     `partial`: a new query's DISTINCT, or GROUP BY with COUNT(*), is answered
     per quantum, for the client to merge (`compile_query`).
-    `whole`: a new query is run whole, every operator here (`compile_query`), in one
-    quantum and one page, or raises Unfinished (none of its work kept).
-    `cpu_clock`: the quantum is the thread's CPU time, not wall time (a worker's quantum for a
-    query run whole: on a busy machine the wall clock would leave it unfinished exactly when
-    running it in pieces costs most).
+    `whole`: a new query is run whole, every operator here (`compile_query`), suspended and
+    resumed like any other (what its operators gathered is state), or raises Unfinished when
+    it holds more than a plan run whole may (none of its work kept).
+    `cpu_clock`: the quantum of a plan run whole is the thread's CPU time, not wall time (a
+    worker's: on a busy machine the wall clock would cut it into more quanta exactly when
+    each one costs most).
     The cyclic collector waits meanwhile (operators make only acyclic tuples):
     a collection over the previous page's rows stalled a clock check or a
     resume by up to ~20 ms; it runs between quanta instead."""
     with collection_paused():
-        quantum = Quantum(quantum_seconds, cpu=cpu_clock)
-        return _execute(store, query, saved, quantum, max_results, max_bytes, columns, partial, whole)
+        quantum = Quantum(quantum_seconds)
+        return _execute(store, query, saved, quantum, max_results, max_bytes, columns, partial, whole, cpu_clock)
 
 
 def _execute(
@@ -135,6 +136,7 @@ def _execute(
     columns: Sequence[str],
     partial: bool,
     whole: bool,
+    cpu_clock: bool,
 ) -> QuantumPage:
     stats = QuantumStats()
     start = time.perf_counter()
@@ -146,6 +148,9 @@ def _execute(
         plan = compile_query(query, store, partial, whole)
         plan.ctx.quantum = quantum
         stats.parse_ms = _ms(start)
+    whole = whole or plan.whole  # a resumed plan says
+    if whole and cpu_clock:
+        quantum.on_cpu()
     head, decoder, renderer = edge(plan, columns)  # before the work: a wrong column fails at once
     try:
         rows, done = run(plan, quantum, max_results, max_bytes, render=renderer)
@@ -153,14 +158,12 @@ def _execute(
         if whole:
             raise Unfinished(str(error)) from None
         raise
-    if whole and not done:
-        raise Unfinished(f"not finished in one quantum of {quantum.seconds} s or one page")
     stats.quantum_ms = _ms(start) - stats.resume_ms - stats.parse_ms
     stats.overshoot_ms = quantum.overshoot * 1000
     saved_next = None
     if not done:
         before = time.perf_counter()
-        saved_next = plan.save()
+        saved_next = _saved(plan)
         stats.suspend_ms = _ms(before)
         stats.plan_bytes = len(saved_next)
         stats.progress = progress.estimate(plan)  # after saving: a native plan's state is then exact
@@ -179,6 +182,17 @@ def _execute(
     if saved_next is not None:
         plan.release(saved_next)
     return page
+
+
+def _saved(plan: Plan) -> bytes:
+    """The plan suspended; Unfinished for a plan run whole with an operator that has no saved
+    form (its work is then the client's)."""
+    try:
+        return plan.save()
+    except ValueError as error:
+        if plan.whole:
+            raise Unfinished(f"a plan run whole that cannot be saved: {error}") from None
+        raise
 
 
 Renderer = Callable[[str, Sequence[IdMapping]], bytes]  # (format, rows) -> the rows in that results format

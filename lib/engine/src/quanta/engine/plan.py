@@ -38,12 +38,14 @@ MAX_POOLED_CHARS = 4 << 20  # and their characters (a computed term may have a m
 # 4: layout 1 to 3 with a SemiJoin ((NOT) EXISTS, MINUS) or a Closure (property path) somewhere,
 # or a Tally with MIN, MAX or SAMPLE (releases reading up to 3 refuse them).
 # 5: layout 1 to 4 with a Scan over a range of objects (its offset counts that range's entries).
+# 6: layout 1 to 5 of a plan run whole: a HashJoin, or an exact Tally or TopK, somewhere.
 FORMAT = 1
 PARTIAL_FORMAT = 2
 OPTIONAL_FORMAT = 3
 SEMI_JOIN_FORMAT = 4
 OBJECT_RANGE_FORMAT = 5
-READABLE_FORMATS = frozenset({0, 1, 2, 3, 4, 5})
+WHOLE_FORMAT = 6
+READABLE_FORMATS = frozenset({0, 1, 2, 3, 4, 5, 6})
 # pb.QueryForm's values, spelt out: a plan that is never saved never imports protobuf (quanta.engine.pb)
 SELECT = cast("pb.QueryForm", 0)
 ASK = cast("pb.QueryForm", 1)
@@ -83,6 +85,11 @@ class Plan:
         return self.static
 
     @property
+    def whole(self) -> bool:
+        """Compiled to run whole (`compile_query(..., whole=True)`): every operator here."""
+        return _has(self.root.spec, _run_whole)
+
+    @property
     def head(self) -> list[str]:
         return [self.variables[slot] for slot in self.projection]
 
@@ -91,16 +98,15 @@ class Plan:
         if self.format is None:
             self.format = _format(self.root)
         saver = self.ctx.terms.saver(self.fixed_terms)
-        state: list[int] = []
-        self.root.save_state(state, saver)
+        state = self.root.save_state(saver)
         store = self.ctx.store
-        return pb.SavedPlan(
+        rest = pb.SavedPlan(
             dataset=pb.DatasetVersion(name=store.name, version=store.version),
             plan=self.description,
-            state=state,
             state_terms=saver.extra,
             format=self.format,
-        ).SerializeToString()
+        )
+        return rest.SerializeToString() + state  # a message's fields may come in any order
 
     @classmethod
     def load(cls, data: bytes, store: TripleStore, quantum: Quantum) -> Plan:
@@ -130,7 +136,7 @@ class Plan:
                 ctx = Context(store, quantum, TermTable(store, list(physical.extra_terms)), width)
                 root = NativeTree(ctx, build(physical.root, ctx))
             ctx.terms.restore_terms(len(physical.extra_terms), list(msg.state_terms))
-            root.load_state(list(msg.state))
+            root.load_state(data)
             projection = list(physical.projection)
             if any(slot >= width for slot in projection):
                 raise ValueError("projection of an undeclared variable")
@@ -213,6 +219,8 @@ def _physical_plan(data: bytes) -> pb.PhysicalPlan:
 
 def _format(tree: NativeTree) -> int:
     """The oldest layout that holds this plan: a reader of an older one would misread it."""
+    if _has(tree.spec, _run_whole):
+        return WHOLE_FORMAT
     if _has(tree.spec, _reads_object_range):
         return OBJECT_RANGE_FORMAT
     if _has(tree.spec, _tagged(FORMAT_4_OPERATORS)) or (isinstance(tree.operator, Tally) and tree.operator.reduced):
@@ -232,6 +240,12 @@ def _has(spec: object, found: Callable[[tuple[Any, ...]], bool]) -> bool:
 
 def _tagged(tags: Set[str]) -> Callable[[tuple[Any, ...]], bool]:
     return lambda operator: operator[0] in tags
+
+
+def _run_whole(operator: tuple[Any, ...]) -> bool:
+    """An operator of plans run whole alone: a hash join, an exact tally or top-k (their
+    `exact` flag last)."""
+    return operator[0] == "hashjoin" or (operator[0] in ("tally", "topk") and operator[-1] is True)
 
 
 def _reads_object_range(operator: tuple[Any, ...]) -> bool:

@@ -28,6 +28,11 @@ class Quantum:
         self.budget = CHECK_EVERY
         self.overshoot = 0.0
 
+    def on_cpu(self) -> None:
+        """Measure on the thread's CPU clock from now on (before `start`)."""
+        self.cpu = True
+        self.now = time.thread_time
+
     def start(self) -> None:
         """Start the clock (after the plan is loaded: loading is not charged)."""
         if self.seconds is not None:

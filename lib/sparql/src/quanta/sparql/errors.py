@@ -140,8 +140,8 @@ class UnsupportedQuery(QuantaError):
 
 
 class Unfinished(QuantaError):
-    """A query asked to run whole did not finish in its one quantum (or held more than a plan
-    run whole may): the smart client runs it in pieces instead."""
+    """A query asked to run whole holds what a worker cannot run whole (a value it cannot order or
+    add, more than a plan run whole may hold): the smart client runs it in pieces instead."""
 
     kind = ErrorKind.UNFINISHED
 

@@ -47,11 +47,11 @@ class StepQuantum(Quantum):
 
 
 def run_quanta(
-    store: TripleStore, query: str, quanta: Iterable[Quantum], partial: bool = False
+    store: TripleStore, query: str, quanta: Iterable[Quantum], partial: bool = False, whole: bool = False
 ) -> tuple[list[Row], int]:
-    """Run a query one quantum of `quanta` after the other, through the saved
-    plan's bytes between two; returns the rows in order and the quanta used."""
-    plan = compile_query(query, store, partial)
+    """Run a query (`partial`, `whole`: compiled so) one quantum of `quanta` after the other,
+    through the saved plan's bytes between two; returns the rows in order and the quanta used."""
+    plan = compile_query(query, store, partial, whole)
     rows: list[Row] = []
     saved = b""
     for used, quantum in enumerate(quanta, start=1):
@@ -67,9 +67,11 @@ def run_quanta(
     raise AssertionError("the query did not finish in the quanta given")
 
 
-def run_in_steps(store: TripleStore, query: str, steps: int, partial: bool = False) -> tuple[list[Row], int]:
+def run_in_steps(
+    store: TripleStore, query: str, steps: int, partial: bool = False, whole: bool = False
+) -> tuple[list[Row], int]:
     """Suspend every `steps` steps; the rows in order and how many quanta it took."""
-    return run_quanta(store, query, (StepQuantum(steps) for _ in range(100_000)), partial)
+    return run_quanta(store, query, (StepQuantum(steps) for _ in range(100_000)), partial, whole)
 
 
 class CountingQuantum(Quantum):
@@ -91,9 +93,9 @@ class CountingQuantum(Quantum):
         return (1 << 62) - self.budget
 
 
-def steps_of(store: TripleStore, query: str) -> tuple[list[Row], int]:
+def steps_of(store: TripleStore, query: str, whole: bool = False) -> tuple[list[Row], int]:
     """Rows of an uninterrupted run, in order, and the steps it took."""
-    plan = compile_query(query, store)
+    plan = compile_query(query, store, whole=whole)
     quantum = CountingQuantum()
     plan.ctx.quantum = quantum
     out, done = run(plan, quantum)

@@ -127,7 +127,7 @@ class Runner:
             columns=task.columns,
             partial=task.partial,
             whole=task.whole,
-            cpu_clock=task.whole,  # one quantum of work, however busy the machine (`execute`)
+            cpu_clock=True,  # a plan run whole: a quantum of work, however busy the machine (`execute`)
         )
 
     @staticmethod

@@ -147,12 +147,14 @@ NOT_WHOLE = frozenset({ErrorKind.UNFINISHED, ErrorKind.UNSUPPORTED_OPERATOR})
 
 
 class Whole(Op):
-    """The query run whole by a worker (`remote`, one request: every operator there, and its
-    whole answer in one page), or, when the worker cannot finish it in one quantum, its pieces:
-    the query as the client plans it, planned then (`plan_pieces`: most queries sent whole need
-    no plan of their own, which costs the gateway as much as the worker's compile). A worker's
-    answer is whole or none, so nothing was handed on when the pieces start; what was tried costs
-    one quantum at most. `outcome(finished)` is told how it went (`plan.whole.WholeTries`)."""
+    """The query run whole by a worker (`remote`: every operator there, suspended and resumed
+    like any query, what they gathered in its saved plan), or, when the worker cannot run it
+    whole (it holds more than a plan run whole may), its pieces: the query as the client plans
+    it, planned then (`plan_pieces`: most queries sent whole need no plan of their own, which
+    costs the gateway as much as the worker's compile). A plan run whole gathers before it
+    answers, so its first rows come after anything that could stop it; the rows are held until
+    the answer ends or passes `Budgets.memory_rows`, so that no row was handed on when the
+    pieces start. `outcome(finished)` is told how it went (`plan.whole.WholeTries`)."""
 
     def __init__(
         self, remote: Remote, plan_pieces: Callable[[], Awaitable[Op]], outcome: Callable[[bool], None]
@@ -165,8 +167,15 @@ class Whole(Op):
         return [self.remote] if self.pieces is None else [self.remote, self.pieces]
 
     async def run(self, ctx: QueryContext) -> AsyncGenerator[Batch, None]:
+        held: list[Batch] = []
+        rows = 0
+        answer = self.remote.run(ctx)
         try:
-            batches = [batch async for batch in self.remote.run(ctx)]
+            async for batch in answer:
+                held.append(batch)
+                rows += len(batch)
+                if rows > ctx.budgets.memory_rows:
+                    break
         except QueryError as error:
             if error.kind not in NOT_WHOLE:
                 raise
@@ -176,5 +185,7 @@ class Whole(Op):
                 yield batch
             return
         self.outcome(True)
-        for batch in batches:
+        for batch in held:
+            yield batch
+        async for batch in answer:  # a long answer goes on as it comes
             yield batch

@@ -1,15 +1,17 @@
 """When to send a query whole first (`ops.remote.Whole`): learned per query shape from what the
 workers answered.
 
-A worker runs a query whole in one quantum or answers `unfinished`; the client then runs it in
-pieces, one quantum later. Whether a query finishes depends on the data, not on its text alone
-(BSBM's business-intelligence query 3 finishes in 37 ms at 10,000 products and needs 2.8 s at
-100,000), and the queries an application sends repeat a few shapes with other constants. So
-each shape (the algebra with the constants of triple patterns and expressions left out) keeps
-a count of its queries that came back unfinished in a row: after k of them, the next 2^k - 1
-queries of that shape (63 at most) go in pieces at once, then one is tried whole again; one
-that finishes starts the count again. A shape too large for one quantum wastes one quantum in
-64 of its queries at most; one that fits is tried every time.
+A worker runs a query whole (suspending and resuming it like any query) or answers `unfinished`
+when it cannot: a value it cannot order or add, more groups or rows than a plan run whole may
+hold. The client then runs it in pieces, having spent what the worker read until it found out.
+Whether a query can be run whole depends on the data, not on its text alone (a GROUP BY of
+products has 10,000 groups at 10,000 products and 100,000 at 100,000), and the queries an
+application sends repeat a few shapes with other constants. So each shape (the algebra with the
+constants of triple patterns and expressions left out) keeps a count of its queries that came
+back unfinished in a row: after k of them, the next 2^k - 1 queries of that shape (63 at most)
+go in pieces at once, then one is tried whole again; one that finishes starts the count again.
+A shape the workers cannot run whole costs that waste in 64 of its queries at most; one they can
+is tried every time.
 """
 
 from __future__ import annotations

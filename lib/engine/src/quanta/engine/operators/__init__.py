@@ -65,6 +65,7 @@ BUILDERS: dict[str, Callable[..., Operator]] = {
     "left_join": LeftJoin.build,
     "semi_join": SemiJoin.build,
     "closure": Closure.build,
+    "hash_join": HashJoin.build,
 }
 
 

@@ -153,8 +153,7 @@ class MergeJoin(Operator):
 class HashJoin(Operator):
     """SPARQL's join of two inputs, each evaluated once (subqueries): `right` read whole into
     a table by its values of `keys` (slots both sides bind in every row), then each row of
-    `left` with each compatible row of it. Only in a plan run whole (never saved: no
-    description)."""
+    `left` with each compatible row of it. Only in a plan run whole; the rows read are state."""
 
     __slots__ = ("keys", "left", "right")
 
@@ -163,7 +162,16 @@ class HashJoin(Operator):
         self.left, self.right, self.keys = left, right, keys
 
     def describe(self) -> pb.Operator:
-        raise ValueError("a plan run whole is never saved")
+        msg = pb.HashJoin(left=self.left.describe(), right=self.right.describe(), keys=self.keys)
+        return pb.Operator(hash_join=msg)
+
+    @classmethod
+    def build(cls, msg: pb.HashJoin, ctx: Context) -> HashJoin:
+        from quanta.engine.operators import build
+
+        if any(key >= ctx.width for key in msg.keys):
+            raise ValueError("hash join key is an undeclared variable")
+        return cls(ctx, build(msg.left, ctx), build(msg.right, ctx), list(msg.keys))
 
     def spec(self) -> Spec:
         return ("hashjoin", self.left.spec(), self.right.spec(), self.keys)

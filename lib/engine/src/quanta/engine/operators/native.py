@@ -70,17 +70,16 @@ class NativeTree:
                 return
             size = min(size * 2, MAX_BATCH)
 
-    def save_state(self, out: list[int], saver: TermSaver) -> None:
+    def save_state(self, saver: TermSaver) -> bytes:
+        """The state as `SavedPlan.state` (field 3 of the message, packed natively); the terms
+        outside the dictionary that it holds renumbered by `saver`."""
         self.pipeline.trim()  # the conditions' caches live for a quantum: a pooled plan keeps none
-        values, foreign = self.pipeline.save()
-        for i in foreign:  # computed terms, which the saver renumbers
-            values[i] = saver.id(values[i])
-        out += values
+        return bytes(self.pipeline.save(saver.id))
 
-    def load_state(self, state: list[int]) -> None:
-        """The whole saved state, checked natively; the ids of terms outside the
-        dictionary that mappings hold (renumbered in saved states) are mapped here."""
-        self.pipeline.load(state, self.ctx.terms.restored)
+    def load_state(self, saved: bytes) -> None:
+        """The whole state of `saved` (a SavedPlan's bytes), read and checked natively; the ids of
+        terms outside the dictionary that mappings hold (renumbered in saved states) mapped here."""
+        self.pipeline.load(saved, self.ctx.terms.restored)
 
     def describe(self) -> pb.Operator:
         return self.operator.describe()

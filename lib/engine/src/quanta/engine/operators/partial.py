@@ -8,8 +8,8 @@ rows may come before an earlier one's (the client keeps the first k of all). Onl
 root of a plan compiled for partial answers (`compile_query(..., partial=True)`).
 
 `exact` ones, anywhere in a plan run whole (`compile_query(..., whole=True)`), hand on the whole
-input's groups or first k rows once it ended, or stop the plan unfinished: such a plan is never
-saved, so they have no description.
+input's groups or first k rows once it ended, or stop the plan unfinished (more than a plan run
+whole holds); what they gathered is state, saved with the plan (format 6).
 """
 
 from __future__ import annotations
@@ -46,12 +46,11 @@ class Tally(Operator):
         self.reduced = reduced or []
 
     def describe(self) -> pb.Operator:
-        _saved(self.exact)
         reduced = [
             pb.Reduced(source=source, target=target, kind=cast("pb.Reduced.Kind", REDUCTIONS.index(how)))
             for source, target, how in self.reduced
         ]
-        msg = pb.Tally(input=self.input.describe(), slots=self.slots, reduced=reduced)
+        msg = pb.Tally(input=self.input.describe(), slots=self.slots, reduced=reduced, exact=self.exact)
         if self.count is not None:
             msg.count = self.count
         return pb.Operator(tally=msg)
@@ -67,7 +66,7 @@ class Tally(Operator):
             raise ValueError("tally: no such reduction")
         reduced = [(r.source, r.target, REDUCTIONS[r.kind]) for r in msg.reduced]
         count = msg.count if msg.HasField("count") else None
-        return cls(ctx, build(msg.input, ctx), list(msg.slots), count, reduced)
+        return cls(ctx, build(msg.input, ctx), list(msg.slots), count, reduced, msg.exact)
 
     def variables(self) -> set[int]:
         counted = {self.count} if self.count is not None else set()
@@ -87,9 +86,8 @@ class TopK(Operator):
         self.exact = exact
 
     def describe(self) -> pb.Operator:
-        _saved(self.exact)
         keys = [pb.OrderKey(slot=slot, descending=descending) for slot, descending in self.keys]
-        return pb.Operator(top_k=pb.TopK(input=self.input.describe(), keys=keys, k=self.k))
+        return pb.Operator(top_k=pb.TopK(input=self.input.describe(), keys=keys, k=self.k, exact=self.exact))
 
     def spec(self) -> Spec:
         return ("topk", self.input.spec(), self.keys, self.k, self.exact)
@@ -100,12 +98,8 @@ class TopK(Operator):
 
         if msg.k < 1:
             raise ValueError("a top-k of no row")
-        return cls(ctx, build(msg.input, ctx), [(key.slot, key.descending) for key in msg.keys], msg.k)
+        keys = [(key.slot, key.descending) for key in msg.keys]
+        return cls(ctx, build(msg.input, ctx), keys, msg.k, msg.exact)
 
     def variables(self) -> set[int]:
         return self.input.variables()
-
-
-def _saved(exact: bool) -> None:
-    if exact:
-        raise ValueError("a plan run whole is never saved")

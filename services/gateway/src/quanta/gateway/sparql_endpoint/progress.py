@@ -95,7 +95,7 @@ class Progress:
             "results": stats.get("results"), "quantum_ms": stats.get("quantum_ms"), "elapsed_ms": self.elapsed_ms(),
             "progress": fraction, "eta_ms": eta_ms,
             # the piece's GROUP BY, DISTINCT or top-k ran on the worker (partial answers); every
-            # operator of the query did (run whole: "unfinished" when it did not finish there)
+            # operator of the query did (run whole: "unfinished" when the worker could not)
             "partial": event.request is not None and event.request.partial,
             "whole": event.request is not None and event.request.whole,
         }  # fmt: skip

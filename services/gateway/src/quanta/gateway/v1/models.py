@@ -53,8 +53,8 @@ class QueryRequest(BaseModel):
     whole: bool = Field(
         False,
         description="run the query whole: every operator on the worker (subqueries, GROUP BY with COUNT, MIN, "
-        "MAX or SAMPLE, HAVING, DISTINCT, ORDER BY), its whole answer in one quantum and one page, or the error "
-        "`unfinished` when it does not finish there (docs/protocol.md, Queries run whole). Ignored with `next`.",
+        "MAX or SAMPLE, HAVING, DISTINCT, ORDER BY), suspended and resumed like any query, or the error "
+        "`unfinished` when the worker cannot run it whole (docs/protocol.md, Queries run whole). Ignored with `next`.",
     )
     plan: Literal["auto", "value", "reference"] | None = Field(
         None,
