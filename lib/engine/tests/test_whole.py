@@ -14,6 +14,7 @@ import pytest
 
 from quanta.engine.execute import execute
 from quanta.engine.plan import POOL
+from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum, QuantumExpired
 from quanta.engine.storage import TripleStore
 from quanta.sparql.errors import InvalidPlan, Unfinished, UnsupportedQuery
@@ -142,6 +143,24 @@ def test_suspended_every_few_steps_it_answers_the_same(name: str, watdiv_store: 
     rows, quanta = run_in_steps(watdiv_store, query, every, whole=True)
     assert rows == expected
     assert quanta > 1 or steps <= every
+
+
+def test_a_small_subquery_drives_the_patterns_of_its_group(watdiv_store: TripleStore) -> None:
+    """BSBM BI 2's shape: the subquery (one product's genre matches, grouped) has fewer rows than
+    the pattern beside it (everything with a title): the pattern runs under each of its rows, and
+    no table holds what the pattern reads."""
+    query = P + QUERIES["an equality in a subquery joined with a pattern (BSBM BI 2)"][0]
+    operators = _tags(compile_query(query, watdiv_store, whole=True).root.spec)
+    assert "hashjoin" not in operators and {"join", "tally"} <= operators
+
+
+def _tags(spec: object) -> set[str]:
+    """The operators of a native plan spec (nested tuples, each one's tag first)."""
+    if isinstance(spec, tuple) and spec and isinstance(spec[0], str):
+        return {spec[0]}.union(*(_tags(part) for part in spec[1:]))
+    if isinstance(spec, tuple | list):
+        return set().union(*(_tags(part) for part in spec))
+    return set()
 
 
 def test_a_query_that_does_not_finish_in_its_quantum_is_suspended(watdiv_store: TripleStore) -> None:

@@ -81,6 +81,12 @@ impl Packed {
     }
 
     #[cold]
+    /// Ask for entry `i`'s cache line ahead of reading it (`prefetch`).
+    #[inline]
+    pub fn prefetch(&self, i: usize) {
+        prefetch(self.data, (i * self.width as usize) >> 3);
+    }
+
     fn get_near_end(&self, byte: usize, shift: u32) -> u64 {
         let mut value: u128 = 0;
         for k in 0..9 {
@@ -288,6 +294,17 @@ impl RankSelect {
         self.ones
     }
 
+    /// Ask for what `rank1(i)` reads (its superblock's count, bit i's word) ahead of it.
+    #[inline]
+    pub fn prefetch_rank(&self, i: usize) {
+        let supers: &[u8] = unsafe {
+            // SAFETY: the same memory, as bytes (u8 has no alignment or validity requirement)
+            std::slice::from_raw_parts(self.supers.as_ptr() as *const u8, self.supers.len() * 8)
+        };
+        prefetch(supers, i / SUPERBLOCK * 8);
+        prefetch(self.bits.data, i / 64 * 8);
+    }
+
     /// Ones in bits `0..i`.
     #[inline]
     pub fn rank1(&self, i: usize) -> u64 {
@@ -335,6 +352,23 @@ fn select_in_word(mut x: u64, r: u32) -> u32 {
         x &= x - 1;
     }
     x.trailing_zeros()
+}
+
+/// A hint that byte `at` of `data` will be read soon: lookups scattered over a large file
+/// (a range of objects read pair by pair) wait for memory one at a time otherwise.
+#[inline]
+fn prefetch(data: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < data.len() {
+        // SAFETY: a prefetch reads nothing and faults on nothing; the address is inside `data`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                data.as_ptr().add(at) as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
 }
 
 #[cfg(test)]

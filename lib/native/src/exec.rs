@@ -24,11 +24,14 @@ use std::time::{Duration, Instant};
 /// Distinct rows a tally holds before it hands them on (it then goes on
 /// tallying afresh): bounds its memory, and the rows a saved plan may carry.
 pub const TALLY_ROWS: usize = 16_384;
-/// Rows one operator of a plan run whole (an exact `Tally` or `TopK`, a
-/// `HashJoin`) may hold: past it the plan stops as its quantum's end would
-/// stop it (`unfinished`), and the client runs the query its own way. It also
-/// bounds the one step no clock reading interrupts, sorting an ORDER BY's rows.
-pub const WHOLE_ROWS: usize = 1 << 16;
+/// Groups or rows one operator of a plan run whole (an exact `Tally`, a
+/// `HashJoin`) may hold: past it the plan stops `unfinished`, and the client
+/// runs the query its own way. It bounds the operator's memory (tens of MB)
+/// and what its saved state carries (a few MB).
+pub const WHOLE_ROWS: usize = 1 << 18;
+/// Rows an exact `TopK` may hold (else as `WHOLE_ROWS`): it also bounds the one
+/// step no clock reading interrupts, sorting an ORDER BY's rows.
+pub const SORTED_ROWS: usize = 1 << 16;
 /// Ids a top-k remembers as beaten (its memory's bound; past it, they are decoded again).
 const BEATEN_IDS: usize = 1 << 16;
 /// Nodes a property path's closure may reach from one start (its memory's and its saved
@@ -1010,7 +1013,7 @@ impl TopK {
         if self.kept.len() >= self.k.saturating_mul(2) {
             self.first_k();
         }
-        if self.kept.len() > WHOLE_ROWS {
+        if self.kept.len() > SORTED_ROWS {
             return Err(unfinished(
                 cx,
                 "more rows to order than a plan run whole holds",
@@ -2580,7 +2583,7 @@ impl Node {
                 top.out.load(rows);
                 if top.exact {
                     top.done = r.count(Some(1))? == 1;
-                    let n = r.count(Some(WHOLE_ROWS as u64 + 1))?;
+                    let n = r.count(Some(SORTED_ROWS as u64 + 1))?;
                     let kept = r.mappings(n, top.row.len())?;
                     top.kept = kept.into_iter().map(|row| (Vec::new(), row)).collect();
                     top.rekey = true;

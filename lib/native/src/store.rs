@@ -21,6 +21,8 @@ pub type Triple = [u64; 3];
 /// The most objects a range scan spans (`object_range_count`): planning it costs a binary
 /// search each, and so does resuming it.
 pub const RANGE_OBJECTS: u64 = 1 << 16;
+/// How far ahead of the entry it reads a scan of the object index asks for memory.
+const PREFETCH_AHEAD: u64 = 16;
 
 pub struct Store {
     pub hdt: Hdt,
@@ -190,6 +192,18 @@ impl Store {
         };
         let end = z.select1(y + 1).map_or(start, |i| i as u64 + 1);
         (start, end)
+    }
+
+    /// Ask for what reading the object index's entry `i` (below `end`) will read: its pair's
+    /// predicate and subject, scattered over the file, so that several entries wait for
+    /// memory at once rather than one after the other.
+    #[inline]
+    fn prefetch_object_entry(&self, i: u64, end: u64) {
+        if i < end {
+            let y = self.index.obj_pairs.get(i as usize) as usize;
+            self.hdt.seq_y.prefetch(y);
+            self.index.y.prefetch_rank(y);
+        }
     }
 
     #[inline]
@@ -413,6 +427,7 @@ impl Store {
                 if *i >= *end {
                     return None;
                 }
+                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *end);
                 let y = self.index.obj_pairs.get(*i as usize);
                 *i += 1;
                 let p = self.hdt.seq_y.get(y as usize);
@@ -432,6 +447,7 @@ impl Store {
                     }
                     (*i, *run_end) = self.object_entries(*o, *p);
                 }
+                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *run_end);
                 let y = self.index.obj_pairs.get(*i as usize);
                 *i += 1;
                 let p = self.hdt.seq_y.get(y as usize);

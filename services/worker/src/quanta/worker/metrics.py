@@ -26,7 +26,10 @@ OVERSHOOT = Histogram(
     "quanta_quantum_overshoot_seconds", "How far past the deadline a quantum stopped", ["dataset"], buckets=_MS
 )
 PLAN_BYTES = Histogram(
-    "quanta_saved_plan_bytes", "Size of saved plans", ["dataset"], buckets=(64, 128, 256, 512, 1024, 4096, 16384, 65536)
+    "quanta_saved_plan_bytes",
+    "Size of saved plans",
+    ["dataset"],
+    buckets=(64, 128, 256, 512, 1024, 4096, 16384, 65536, 1 << 18, 1 << 20, 1 << 22),
 )
 PREEMPTIONS = Counter("quanta_preemptions_total", "Quanta that ended with the query suspended", ["dataset"])
 RESULTS = Counter("quanta_results_total", "Solutions returned", ["dataset"])

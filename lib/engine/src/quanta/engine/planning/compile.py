@@ -24,6 +24,7 @@ from quanta.engine.context import Context
 from quanta.engine.operators import (
     Closure,
     HashJoin,
+    IndexJoin,
     LeftJoin,
     Operator,
     Scan,
@@ -72,7 +73,7 @@ def compile_query(text: str, store: TripleStore, partial: bool = False, whole: b
 
 # Modifiers and groups a query run whole evaluates besides the fragment's patterns
 TAIL = frozenset({"Slice", "Project", "Distinct", "Reduced", "OrderBy", "AggregateJoin"})
-# k of an exact top-k that orders every row (a plan run whole holds at most WHOLE_ROWS, natively)
+# k of an exact top-k that orders every row (it holds at most SORTED_ROWS, natively)
 EVERY_ROW = 1 << 40
 
 
@@ -444,14 +445,29 @@ class Compiler:
     ) -> Component:
         """A group of a query run whole with subqueries (or groups): its patterns joined as
         `join_group` joins them, with the FILTERs over their variables alone, then hash-joined
-        with each subquery, then the other FILTERs."""
+        with each subquery, then the other FILTERs. When a subquery has fewer rows than the
+        patterns (estimated) and shares a variable with them, it drives instead: the patterns
+        run under each of its rows (an index join), and no table holds them (BSBM's
+        business-intelligence query 2: a product's few thousand feature matches, rather than
+        every product read into a table)."""
         inside = [p for p in parts if fragment.server_evaluates(p)]
         own = {self.slot(t) for triple in triples for t in triple if isinstance(t, Var | BlankTerm)}
         own |= {self.slot(v) for p in inside for v in in_scope(p)}
         early = [f for f in filters if f[1] <= own] if triples or inside else []
         components = [self.tail(p) for p in parts if p not in inside]
         if triples or inside:
-            components.insert(0, self.join_group(triples, early, inside, bound, ranges))
+            group = self.join_group(triples, early, inside, bound, ranges)
+            driving = min(components, key=lambda c: c.estimate)
+            if driving.estimate < group.estimate and driving.certain & own:
+                under = self.join_group(triples, early, inside, bound | driving.certain, ranges)
+                components.remove(driving)
+                group = Component(
+                    IndexJoin(self.ctx, driving.operator, under.operator),
+                    min(driving.estimate, group.estimate),
+                    driving.variables | under.variables,
+                    driving.certain | under.certain,
+                )
+            components.insert(0, group)
         joined = components[0]
         for component in components[1:]:
             joined = self.hash_join(joined, component)
@@ -533,7 +549,9 @@ class Compiler:
         other = self.join_group(triples, filters + literals, parts, bound, ranges, index + 1)
         return Component(
             Union(self.ctx, [same.operator, other.operator]),
-            same.estimate + other.estimate,
+            # equal literals that are different terms are rare: the other branch is a product, but
+            # its FILTERs keep few of its rows (estimates leave FILTERs out)
+            same.estimate + min(other.estimate, same.estimate),
             same.variables | other.variables,
             same.certain & other.certain,
         )
