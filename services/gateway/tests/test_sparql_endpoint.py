@@ -440,10 +440,10 @@ def test_the_first_quantum_waits_for_a_side_index_and_keeps_to_its_share(tmp_pat
     assert ran > 0
 
 
-def test_a_query_sent_whole_that_the_local_quantum_does_not_finish_goes_to_the_workers(tmp_path: Path) -> None:
+def test_a_query_sent_whole_that_the_local_quantum_does_not_finish_goes_on_from_its_plan(tmp_path: Path) -> None:
     """The gateway's first quantum is shorter than the workers': a query the smart client sends
     whole that it does not finish goes on from its saved plan, like any other; one it cannot run
-    whole (a value it cannot order) is the workers' to try (None), not `unfinished` at once."""
+    whole (a value it cannot order) is `unfinished` at once, as it would be on a worker."""
     shutil.copy(SAMPLE, tmp_path / "w.hdt")
     (tmp_path / "catalog.toml").write_text('[datasets.w]\npath = "w.hdt"\n')
     open_store(str(tmp_path / "w.hdt"))  # its side index, as a worker builds it
@@ -457,7 +457,9 @@ def test_a_query_sent_whole_that_the_local_quantum_does_not_finish_goes_to_the_w
     suspended = short.run(request)
     assert suspended is not None and suspended[1] is not None and not suspended[0].rows
     decimal = f"SELECT ?o WHERE {{ ?s <{WSDBM}follows> ?o }} ORDER BY (STRLEN(STR(?o)) / 7) LIMIT 3"
-    assert short.run(SubRequest("w", query=decimal, whole=True)) is None
+    with pytest.raises(QueryError) as unfinished:
+        short.run(SubRequest("w", query=decimal, whole=True))
+    assert unfinished.value.kind is ErrorKind.UNFINISHED
     assert REGISTRY.get_sample_value(*counted) == before + 1
     ran = long.run(request)
     assert ran is not None and ran[1] is None and ran[0].rows, "finished whole, in one page"

@@ -103,11 +103,9 @@ class FirstQuantum:
                 max_results=dataset.max_results, max_bytes=dataset.max_page_bytes,
             )  # fmt: skip
         except QueryError as error:
-            if request.whole and error.kind is ErrorKind.UNFINISHED:
-                # not finished in this quantum, shorter than the workers': theirs to try whole
-                metrics.LOCAL_QUANTA.labels("unfinished").inc()
-                return None
-            metrics.LOCAL_QUANTA.labels("failed").inc()
+            # a query sent whole that cannot run whole here cannot on a worker either: the pieces follow
+            unfinished = request.whole and error.kind is ErrorKind.UNFINISHED
+            metrics.LOCAL_QUANTA.labels("unfinished" if unfinished else "failed").inc()
             raise
         finally:
             elapsed = time.perf_counter() - now
