@@ -80,13 +80,13 @@ impl Packed {
         }
     }
 
-    #[cold]
     /// Ask for entry `i`'s cache line ahead of reading it (`prefetch`).
     #[inline]
     pub fn prefetch(&self, i: usize) {
         prefetch(self.data, (i * self.width as usize) >> 3);
     }
 
+    #[cold]
     fn get_near_end(&self, byte: usize, shift: u32) -> u64 {
         let mut value: u128 = 0;
         for k in 0..9 {

@@ -18,6 +18,7 @@ from quanta.engine import pb
 from quanta.engine.context import Context
 from quanta.engine.operators.base import Operator
 from quanta.engine.quantum import CHECK_EVERY, Quantum, QuantumExpired
+from quanta.native._core import Pipeline
 from quanta.native._core import StateTooLarge as NativeStateTooLarge
 from quanta.sparql.errors import StateTooLarge
 from quanta.sparql.term_table import TermSaver
@@ -38,7 +39,7 @@ class NativeTree:
         self.ctx = ctx
         self.operator = operator
         self.spec = operator.spec()  # as the native core has it
-        self.pipeline = ctx.store.pipeline(ctx.width, self.spec, ctx.terms)
+        self.pipeline: Pipeline = ctx.store.pipeline(ctx.width, self.spec, ctx.terms)
 
     def rows(self) -> Rows:
         """An empty buffer for this plan's rows (`quanta.native._core.Rows`)."""
@@ -74,7 +75,7 @@ class NativeTree:
         """The state as `SavedPlan.state` (field 3 of the message, packed natively); the terms
         outside the dictionary that it holds renumbered by `saver`."""
         self.pipeline.trim()  # the conditions' caches live for a quantum: a pooled plan keeps none
-        return bytes(self.pipeline.save(saver.id))
+        return self.pipeline.save(saver.id)
 
     def load_state(self, saved: bytes) -> None:
         """The whole state of `saved` (a SavedPlan's bytes), read and checked natively; the ids of
