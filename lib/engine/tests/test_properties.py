@@ -97,3 +97,22 @@ def test_random_queries_match_oxigraph(graph: list[tuple[str, str, str]], query:
         assert as_multiset(head, rows) == expected, query
         stepped, _ = run_in_steps(store, query, steps)
         assert as_multiset(head, stepped) == expected, query
+
+
+def test_a_merge_join_under_an_outer_binding_keeps_it() -> None:
+    """A UNION branch's merge join run under VALUES' bindings: a right triple whose other
+    variable the outer mapping binds to another term is no match (it once overwrote it)."""
+    text = (
+        f'<{EX}s2> <{EX}p2> "2.5"^^<http://www.w3.org/2001/XMLSchema#decimal> .\n'
+        f"<{EX}s2> <{EX}p1> <{EX}s2> .\n<{EX}s1> <{EX}p0> <{EX}s0> .\n"
+    )
+    query = (
+        f"SELECT * WHERE {{ VALUES ?a {{ <{EX}s0> <{EX}s2> UNDEF }} {{ {{ ?d <{EX}p0> ?b . "
+        f'?c ?p "2.5"^^<http://www.w3.org/2001/XMLSchema#decimal> . ?d <{EX}p0> ?a }} UNION {{ ?d ?p ?a }} }} }}'
+    )
+    oxi = ox.Store()
+    oxi.load(text.encode(), ox.RdfFormat.N_TRIPLES)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(str(write_hdt(text, Path(tmp))), name="random")
+        head, rows, _, _ = run_paged(store, query, quantum_seconds=None, max_results=2)
+        assert as_multiset(head, rows) == oxigraph_rows(oxi, query)

@@ -2734,8 +2734,10 @@ impl MergeJoin {
             if self.group_key == wanted && (self.group_position as usize) < self.group.len() {
                 let t = self.group[self.group_position as usize];
                 self.group_position += 1;
-                bind(&self.current, &t, &self.free, out);
-                return Ok(true);
+                if bind(&self.current, &t, &self.free, out) {
+                    return Ok(true);
+                }
+                continue; // a triple the left mapping rules out (a slot an outer join bound)
             }
             self.pending = false;
         }
