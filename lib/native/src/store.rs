@@ -195,15 +195,29 @@ impl Store {
     }
 
     /// Ask for what reading the object index's entry `i` (below `end`) will read: its pair's
-    /// predicate and subject, scattered over the file, so that several entries wait for
-    /// memory at once rather than one after the other.
+    /// subject and, unless the scan knows it (`p_gid`), its predicate, scattered over the
+    /// file, so that several entries wait for memory at once rather than one after the other.
     #[inline]
-    fn prefetch_object_entry(&self, i: u64, end: u64) {
+    fn prefetch_object_entry(&self, i: u64, end: u64, p_gid: u64) {
         if i < end {
             let y = self.index.obj_pairs.get(i as usize) as usize;
-            self.hdt.seq_y.prefetch(y);
+            if p_gid == 0 {
+                self.hdt.seq_y.prefetch(y);
+            }
             self.index.y.prefetch_rank(y);
         }
+    }
+
+    /// The triple of the object index's entry `i`, of object `o_gid`; its predicate is
+    /// `p_gid` when the scan is of one predicate's entries (else 0: read from the pair).
+    #[inline]
+    fn object_entry(&self, i: u64, o_gid: u64, p_gid: u64) -> Triple {
+        let y = self.index.obj_pairs.get(i as usize);
+        let p_gid = match p_gid {
+            0 => self.predicate_gid(self.hdt.seq_y.get(y as usize)),
+            known => known,
+        };
+        [self.subject_of_pair(y), p_gid, o_gid]
     }
 
     #[inline]
@@ -339,6 +353,7 @@ impl Store {
                     i: a.saturating_add(offset).min(b),
                     end: b,
                     o_gid: self.object_gid(o),
+                    p_gid: if p == 0 { 0 } else { self.predicate_gid(p) },
                 }
             }
             (true, false, true) => {
@@ -423,15 +438,18 @@ impl Store {
                 }
                 Some(t)
             }
-            Cursor::Object { i, end, o_gid } => {
+            Cursor::Object {
+                i,
+                end,
+                o_gid,
+                p_gid,
+            } => {
                 if *i >= *end {
                     return None;
                 }
-                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *end);
-                let y = self.index.obj_pairs.get(*i as usize);
+                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *end, *p_gid);
                 *i += 1;
-                let p = self.hdt.seq_y.get(y as usize);
-                Some([self.subject_of_pair(y), self.predicate_gid(p), *o_gid])
+                Some(self.object_entry(*i - 1, *o_gid, *p_gid))
             }
             Cursor::Objects {
                 i,
@@ -447,15 +465,10 @@ impl Store {
                     }
                     (*i, *run_end) = self.object_entries(*o, *p);
                 }
-                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *run_end);
-                let y = self.index.obj_pairs.get(*i as usize);
+                let p_gid = if *p == 0 { 0 } else { self.predicate_gid(*p) };
+                self.prefetch_object_entry(*i + PREFETCH_AHEAD, *run_end, p_gid);
                 *i += 1;
-                let p = self.hdt.seq_y.get(y as usize);
-                Some([
-                    self.subject_of_pair(y),
-                    self.predicate_gid(p),
-                    self.object_gid(*o),
-                ])
+                Some(self.object_entry(*i - 1, self.object_gid(*o), p_gid))
             }
             Cursor::SubjectObject { y, end, s, o } => {
                 while *y < *end {
@@ -640,11 +653,12 @@ pub enum Cursor {
         z_end: u64,
         s: u64,
     },
-    /// entries `i..end` of the object index (`??O`, `?PO`)
+    /// entries `i..end` of the object index (`??O`, `?PO`: those of predicate `p_gid` alone)
     Object {
         i: u64,
         end: u64,
         o_gid: u64,
+        p_gid: u64,
     },
     /// objects `o..o_end`, inside object `o`'s entries `i..run_end` of
     /// predicate `p` (0: any) in the object index

@@ -11,7 +11,7 @@ import pytest
 
 from quanta.sparql import bounds
 from quanta.sparql.errors import ParserBusy, QuerySyntaxError, QueryTooComplex
-from quanta.sparql.parse import INLINE_CHARS, bounded, bounded_async, parse
+from quanta.sparql.parse import INLINE_CHARS, INLINE_OPERATORS, bounded, bounded_async, parse, read, with_base
 from quanta.sparql.syntax import IriTerm, LiteralTerm, PathInverse
 
 
@@ -246,3 +246,26 @@ def test_a_short_text_is_read_in_place_and_a_long_one_on_a_parse_thread() -> Non
     assert bounded(threading.get_ident, short + " " * INLINE_CHARS) != threading.get_ident()
     deep = "SELECT * WHERE " + "{ " * 20 + "?s ?p ?o " + "} " * 20  # short, but deeper than INLINE_DEPTH
     assert bounded(threading.get_ident, deep) != threading.get_ident()
+    # short and shallow, but with more operators than INLINE_OPERATORS: its reading may cost more
+    busy = "SELECT * WHERE { ?s ?p ?o FILTER(" + " || ".join(f"?o = {n}" for n in range(INLINE_OPERATORS + 1)) + ") }"
+    assert bounded(threading.get_ident, busy) != threading.get_ident()
+
+
+def test_a_query_and_its_base_are_read_once_as_the_text_a_worker_is_sent() -> None:
+    """The gateway reads a query with the endpoint's URL as its base, then compiles the text it
+    sends a worker, `BASE <url>` and the query: the one tree serves both."""
+    text = "SELECT ?o WHERE { <a> <http://e/p> ?o }"
+    base = "http://example.org/sparql/x"
+    tree = read(text, base)
+    assert read(with_base(text, base), None) is tree
+    pattern = tree.algebra.algebra.p.p
+    assert str(pattern.triples[0][0]) == "http://example.org/sparql/a"
+
+
+def test_a_syntax_error_of_a_query_read_with_a_base_is_placed_in_its_own_text() -> None:
+    text = "SELECT ?o\nWHERE { ?s ?p }"
+    with pytest.raises(QuerySyntaxError) as without_base:
+        read(text)
+    with pytest.raises(QuerySyntaxError) as caught:
+        read(text, "http://example.org/sparql/x")
+    assert (caught.value.line, caught.value.column) == (without_base.value.line, without_base.value.column) == (2, 9)

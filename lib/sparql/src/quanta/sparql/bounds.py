@@ -103,9 +103,9 @@ _NOT_TEXT = re.compile(
 )
 
 
-def check(text: str, bounds: ParseLimits | None = None) -> int:
+def check(text: str, bounds: ParseLimits | None = None) -> tuple[int, int]:
     """Refuse, before any parser, a text past the limits or with what is not a character;
-    the deepest nesting of brackets it has."""
+    the deepest nesting of brackets it has, and its number of operators."""
     bounds = bounds or limits()
     bad = None if text.isascii() and "\\" not in text else _NOT_TEXT.search(text)
     if bad is not None:
@@ -133,7 +133,7 @@ def check(text: str, bounds: ParseLimits | None = None) -> int:
             f" the limit is {bounds.max_operators} (QUANTA_MAX_QUERY_OPERATORS)",
             "QUANTA_MAX_QUERY_OPERATORS",
         )
-    return deepest
+    return deepest, operators
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from quanta.client.plan.whole import WholeTries, shape
 from quanta.client.transport import Cardinalities, QueryError, Transport
 from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
-from quanta.sparql.parse import bounded_async
+from quanta.sparql.parse import bounded_async, with_base
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
 from quanta.sparql.term_rows import Row
 from quanta.sparql.terms import from_term
@@ -83,7 +83,7 @@ async def plan_query(
         _check_services(algebra.p, context)
     dataset, sources = await _dataset(algebra, spec, transport, bool(query.refusals))
     server = server_may_run(strategy, algebra)  # OPTIONAL in the server's pieces (else the client was asked to)
-    written = text if base is None else f"BASE <{base}>\n{text}"  # what a worker is sent, relative IRIs too
+    written = with_base(text, base)  # what a worker is sent, relative IRIs too
     sent = _whole_on_server(written, query, form, dataset, sources) if server else None
     if sent is not None:
         return sent
