@@ -230,6 +230,8 @@ impl Bits {
 /// Bits per rank superblock (8 words) and ones per select sample.
 pub const SUPERBLOCK: usize = 512;
 pub const SELECT_SAMPLE: u64 = 256;
+/// Words `next_one_near` reads at most.
+const NEAR_WORDS: usize = 4;
 
 /// Rank and select over a bitmap, with directories built once (by the index
 /// builder) and read from the side index: `supers[j]` is the number of ones
@@ -321,6 +323,24 @@ impl RankSelect {
         r
     }
 
+    /// The first one at or after bit `i` when it lies within `NEAR_WORDS` words (else None:
+    /// `select1` finds it): the end of a short run, such as a pair's triples, read without
+    /// the directories.
+    #[inline]
+    pub fn next_one_near(&self, i: usize) -> Option<usize> {
+        let first = i / 64;
+        let mut word = self.bits.word(first) & (u64::MAX << (i % 64));
+        for k in first..(first + NEAR_WORDS).min(self.bits.words()) {
+            if k > first {
+                word = self.bits.word(k);
+            }
+            if word != 0 {
+                return Some(k * 64 + word.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
+
     /// Position of the `k`-th one (`k` from 1), None past the last.
     #[inline]
     pub fn select1(&self, k: u64) -> Option<usize> {
@@ -345,13 +365,24 @@ impl RankSelect {
     }
 }
 
-/// Position of the `r`-th set bit (from 1) of `x`.
+/// Position of the `r`-th set bit (from 1) of `x`: its byte by counts, then within the byte
+/// (a word of a dense bitmap, such as the triples' one per pair, has dozens of ones before it).
 #[inline]
-fn select_in_word(mut x: u64, r: u32) -> u32 {
-    for _ in 1..r {
-        x &= x - 1;
+fn select_in_word(x: u64, mut r: u32) -> u32 {
+    let mut shift = 0;
+    loop {
+        let c = ((x >> shift) & 0xff).count_ones();
+        if c >= r || shift == 56 {
+            break;
+        }
+        r -= c;
+        shift += 8;
     }
-    x.trailing_zeros()
+    let mut byte = (x >> shift) & 0xff;
+    for _ in 1..r {
+        byte &= byte - 1;
+    }
+    shift + byte.trailing_zeros()
 }
 
 /// A hint that byte `at` of `data` will be read soon: lookups scattered over a large file
@@ -446,6 +477,18 @@ mod tests {
             assert_eq!(rs.rank1(n), ones);
             assert_eq!(rs.ones(), ones);
             assert_eq!(rs.select1(ones + 1), None);
+            // the next one at or after each bit: found when near, never a wrong one
+            let mut next = None;
+            for i in (0..=n).rev() {
+                if i < n && set[i] {
+                    next = Some(i);
+                }
+                let near = rs.next_one_near(i);
+                assert!(near.is_none() || near == next, "n {n} bit {i}");
+                if next.is_some_and(|j| j < i + 64) {
+                    assert_eq!(near, next, "n {n} bit {i}");
+                }
+            }
         }
     }
 }

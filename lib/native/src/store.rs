@@ -10,6 +10,7 @@
 //! `S?O`; the predicate's pairs in subject order for `?P?`; the object's
 //! pairs in (predicate, subject) order for `??O` and `?PO`.
 
+use crate::bits::RankSelect;
 use crate::dict::Section;
 use crate::hdt::Hdt;
 use crate::index::Index;
@@ -35,6 +36,16 @@ pub struct Store {
     object_shift: u64,
     predicate_gid: Vec<u64>,
     gid_predicate: HashMap<u64, u64>,
+}
+
+/// The end of the run from `start`, whose last position holds one number `k` of `bits`
+/// (`start` just past one number `k - 1`): the next one, found near at once or by select.
+#[inline]
+fn run_end(bits: &RankSelect, start: u64, k: u64) -> u64 {
+    match bits.next_one_near(start as usize) {
+        Some(i) => i as u64 + 1,
+        None => bits.select1(k).map_or(start, |i| i as u64 + 1),
+    }
 }
 
 /// Position ids of a pattern's terms (0 = any); None when a constant never
@@ -168,30 +179,35 @@ impl Store {
 
     // -- the triples' structure --
 
-    /// Pairs (subject, predicate) of subject `s`: `start..end`.
+    /// Pairs (subject, predicate) of subject `s`: `start..end` (each subject's last pair
+    /// is marked by a one).
     #[inline]
     fn subject_pairs(&self, s: u64) -> (u64, u64) {
         let y = &self.index.y;
         let start = if s == 1 {
-            0
+            Some(0)
         } else {
-            y.select1(s - 1).map_or(u64::MAX, |i| i as u64 + 1)
+            y.select1(s - 1).map(|i| i as u64 + 1)
         };
-        let end = y.select1(s).map_or(start, |i| i as u64 + 1);
-        (start.min(end), end)
+        match start {
+            Some(start) => (start, run_end(y, start, s)),
+            None => (u64::MAX, u64::MAX),
+        }
     }
 
-    /// Triples of pair `y`: `start..end`.
+    /// Triples of pair `y`: `start..end` (each pair's last triple is marked by a one).
     #[inline]
     fn pair_triples(&self, y: u64) -> (u64, u64) {
         let z = &self.index.z;
         let start = if y == 0 {
-            0
+            Some(0)
         } else {
-            z.select1(y).map_or(0, |i| i as u64 + 1)
+            z.select1(y).map(|i| i as u64 + 1)
         };
-        let end = z.select1(y + 1).map_or(start, |i| i as u64 + 1);
-        (start, end)
+        match start {
+            Some(start) => (start, run_end(z, start, y + 1)),
+            None => (0, 0),
+        }
     }
 
     /// Ask for what reading the object index's entry `i` (below `end`) will read: its pair's
