@@ -11,34 +11,20 @@ from quanta.sparql.syntax import AlgebraNode, Var
 
 
 def all_variables(value: Any) -> Iterator[Var]:
-    """Every variable in a tree (expressions, EXISTS patterns, paths' ends included), in order."""
-    found: list[Var] = []
-    _collect(value, found)
-    return iter(found)
-
-
-def _collect(value: Any, found: list[Var]) -> None:
-    # a plain recursion, not generators: a query's compile walks its tree a dozen times
+    """Every variable in a tree (expressions, EXISTS patterns, paths' ends included)."""
     if isinstance(value, Var):
-        found.append(value)
+        yield value
     elif isinstance(value, AlgebraNode):
         for key, v in value.items():
-            if key.startswith("_"):
-                continue
-            if isinstance(v, Var):
-                found.append(v)
-            elif not isinstance(v, str):  # other terms are leaves
-                _collect(v, found)
+            if not key.startswith("_"):
+                yield from all_variables(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            if isinstance(v, Var):
-                found.append(v)
-            elif not isinstance(v, str):
-                _collect(v, found)
+            yield from all_variables(v)
     elif isinstance(value, dict):
         for k, v in value.items():
-            _collect(k, found)
-            _collect(v, found)
+            yield from all_variables(k)
+            yield from all_variables(v)
 
 
 def maybe(node: Any) -> set[Var]:
