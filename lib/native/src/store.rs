@@ -369,7 +369,7 @@ impl Store {
                     i: a.saturating_add(offset).min(b),
                     end: b,
                     o_gid: self.object_gid(o),
-                    p_gid: if p == 0 { 0 } else { self.predicate_gid(p) },
+                    p_gid: self.predicate_gid(p), // 0 for any predicate
                 }
             }
             (true, false, true) => {
@@ -464,8 +464,9 @@ impl Store {
                     return None;
                 }
                 self.prefetch_object_entry(*i + PREFETCH_AHEAD, *end, *p_gid);
+                let entry = self.object_entry(*i, *o_gid, *p_gid);
                 *i += 1;
-                Some(self.object_entry(*i - 1, *o_gid, *p_gid))
+                Some(entry)
             }
             Cursor::Objects {
                 i,
@@ -481,10 +482,11 @@ impl Store {
                     }
                     (*i, *run_end) = self.object_entries(*o, *p);
                 }
-                let p_gid = if *p == 0 { 0 } else { self.predicate_gid(*p) };
+                let p_gid = self.predicate_gid(*p); // 0 for any predicate
                 self.prefetch_object_entry(*i + PREFETCH_AHEAD, *run_end, p_gid);
+                let entry = self.object_entry(*i, self.object_gid(*o), p_gid);
                 *i += 1;
-                Some(self.object_entry(*i - 1, self.object_gid(*o), p_gid))
+                Some(entry)
             }
             Cursor::SubjectObject { y, end, s, o } => {
                 while *y < *end {
