@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from quanta.native import _core
 from quanta.sparql import bounds
 from quanta.sparql.errors import QuerySyntaxError, QueryTooComplex
-from quanta.sparql.fragment import query_refusals
+from quanta.sparql.fragment import query_refusals, whole_refusals
 from quanta.sparql.translate import Query, translate
 
 T = TypeVar("T")
@@ -46,6 +46,14 @@ _BOOLEANS = re.compile(
 class ParsedQuery:
     algebra: Query
     refusals: tuple[str, ...]  # fragment.query_refusals of the whole query
+    _whole: list[tuple[str, ...]] = field(default_factory=list, compare=False, repr=False)
+
+    def whole_refusals(self) -> tuple[str, ...]:
+        """`fragment.whole_refusals` of the query, worked out once: the gateway's smart client
+        asks it of a query it sends whole, then its first quantum compiles the same tree."""
+        if not self._whole:
+            self._whole.append(tuple(whole_refusals(self.algebra.algebra)))
+        return self._whole[0]
 
 
 _refused = bounds.Refusals()

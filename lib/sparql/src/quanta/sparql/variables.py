@@ -11,20 +11,34 @@ from quanta.sparql.syntax import AlgebraNode, Var
 
 
 def all_variables(value: Any) -> Iterator[Var]:
-    """Every variable in a tree (expressions, EXISTS patterns, paths' ends included)."""
+    """Every variable in a tree (expressions, EXISTS patterns, paths' ends included), in order."""
+    found: list[Var] = []
+    _collect(value, found)
+    return iter(found)
+
+
+def _collect(value: Any, found: list[Var]) -> None:
+    # a plain recursion, not generators: a query's compile walks its tree a dozen times
     if isinstance(value, Var):
-        yield value
+        found.append(value)
     elif isinstance(value, AlgebraNode):
         for key, v in value.items():
-            if not key.startswith("_"):
-                yield from all_variables(v)
+            if key.startswith("_"):
+                continue
+            if isinstance(v, Var):
+                found.append(v)
+            elif not isinstance(v, str):  # other terms are leaves
+                _collect(v, found)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from all_variables(v)
+            if isinstance(v, Var):
+                found.append(v)
+            elif not isinstance(v, str):
+                _collect(v, found)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from all_variables(k)
-            yield from all_variables(v)
+            _collect(k, found)
+            _collect(v, found)
 
 
 def maybe(node: Any) -> set[Var]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,9 @@ class Query:
     # what the server does not evaluate (quanta.sparql.fragment.query_refusals); none: the server
     # evaluates the whole query, which then has no GRAPH, SERVICE or FROM anywhere
     refusals: tuple[str, ...] = ()
+    # what a worker cannot run when it runs the query whole (fragment.whole_refusals), worked
+    # out when asked, once per tree (`ParsedQuery.whole_refusals`)
+    whole_refusals: Callable[[], tuple[str, ...]] = tuple
 
 
 async def parse_query(text: str, base: str | None = None) -> Query:
@@ -56,4 +60,6 @@ def _query(text: str, base: str | None) -> Query:
     for match in _VARIABLE.finditer(code):
         order.setdefault(match.group(1), len(order))
     # the parser writes every IRI absolute: text sent to a SERVICE needs no declarations
-    return Query(parsed.algebra.algebra, parsed.algebra.prologue.base, "", star, order, parsed.refusals)
+    return Query(
+        parsed.algebra.algebra, parsed.algebra.prologue.base, "", star, order, parsed.refusals, parsed.whole_refusals
+    )

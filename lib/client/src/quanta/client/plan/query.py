@@ -30,7 +30,6 @@ from quanta.client.plan.planner import Graphs, Planner, QueryDataset, server_may
 from quanta.client.plan.scope import Scope, Slots
 from quanta.client.plan.whole import WholeTries, shape
 from quanta.client.transport import Cardinalities, QueryError, Transport
-from quanta.sparql import fragment
 from quanta.sparql.errors import ErrorKind, QuantaError
 from quanta.sparql.parse import bounded_async, with_base
 from quanta.sparql.syntax import AlgebraNode, IriTerm, RdfTerm, Var
@@ -166,7 +165,7 @@ def _whole_first(
     algebra = query.algebra
     source = dataset.default.single
     variables = _named(algebra) if form == "select" and not query.star else []
-    if not variables or source is None or sources.rename or fragment.whole_refusals(algebra):
+    if not variables or source is None or sources.rename or query.whole_refusals():
         return None
     key = shape(algebra)
     if not tries.worth_trying(key):

@@ -113,7 +113,7 @@ class Compiler:
     def compile(self) -> Plan:
         query = self.parsed.algebra.algebra
         if self.whole:
-            fragment.refuse(fragment.whole_refusals(query))
+            fragment.refuse(self.parsed.whole_refusals())
             root = self.tail(query.p).operator
             if query.name == "AskQuery":
                 return self.plan(Slice(self.ctx, root, 0, 1), [], ASK)
