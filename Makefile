@@ -18,7 +18,7 @@ run: install
 ## rules and dashboards, a real API server, real pods, KEDA), whose tools build once, cached by version.
 test: install
 	scripts/browser.sh
-	cargo test --quiet --manifest-path lib/native/Cargo.toml --locked --release --no-default-features
+	cd lib/native && cargo test --quiet --locked --release --no-default-features
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not chart and not cluster"
 	PYTHON=$(BIN)/python scripts/k8s/test.sh all
 
@@ -41,8 +41,7 @@ dev:
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	$(BIN)/mypy && $(BIN)/mypy bench
-	cargo fmt --manifest-path lib/native/Cargo.toml --check
-	cargo clippy --quiet --manifest-path lib/native/Cargo.toml --locked --release --all-targets \
+	cd lib/native && cargo fmt --check && cargo clippy --quiet --locked --release --all-targets \
 	  --no-default-features -- -D warnings
 	cargo fmt --manifest-path services/loader/Cargo.toml --check
 	cargo clippy --quiet --manifest-path services/loader/Cargo.toml --locked --release --all-targets -- -D warnings

@@ -1108,6 +1108,13 @@ fn build_index(py: Python<'_>, path: &str, index_path: &str) -> PyResult<()> {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    #[cfg(target_arch = "x86_64")]
+    if !std::arch::is_x86_feature_detected!("popcnt") {
+        return Err(pyo3::exceptions::PyImportError::new_err(
+            "quanta's native core was built for x86-64-v2 (lib/native/.cargo/config.toml) \
+             and this CPU lacks POPCNT",
+        ));
+    }
     m.add_class::<NativeHdt>()?;
     m.add_class::<TripleCursor>()?;
     m.add_class::<Pipeline>()?;
