@@ -13,7 +13,8 @@ machine: 1,099 rows of 512 Ki characters (576 MB of CSV) through /sparql, the BI
 OPTIONAL: before, the gateway went from 83 MB at rest to a peak of 1,252 MB, a small /sparql
 query waited up to 1.67 s and /healthz 1.35 s; after, a peak of 106 MB, 0.22 s and 0.03 s.
 The literals built by the workers instead: before, gateway 600 MB and workers 390 MB; after,
-97 and 210 MB.
+97 and 210 MB. The test reads the first half of that answer (550 rows, 288 MB of CSV): more than
+the gateway's bound above its memory at rest, in half the time.
 """
 
 from __future__ import annotations
@@ -42,14 +43,15 @@ GATEWAY_MAX_MB = 200  # 84 at rest, about 106 at peak; 1,252 before
 # gives back all but 65 MB); 390 before, building pages of 16 rows of a megabyte.
 WORKER_MAX_MB = 300
 STALL_BOUND_S = 1.0
+ROWS = 550  # of the pattern's 1,099
 
 # Where each literal is built: by the smart client in the gateway (the BINDs above the
 # OPTIONAL), or by the workers (below it), the gateway then joining rows of huge terms.
 QUERIES = {
-    "client-side": f"SELECT ?y WHERE {{ ?s {LIKES} ?o OPTIONAL {{ ?o {LIKES} ?z }} {BINDS} {BIG} }}",
-    "worker-side": f"SELECT ?y WHERE {{ {{ ?s {LIKES} ?o {BINDS} {BIG} }} OPTIONAL {{ ?o {LIKES} ?z }} }}",
+    "client-side": f"SELECT ?y WHERE {{ ?s {LIKES} ?o OPTIONAL {{ ?o {LIKES} ?z }} {BINDS} {BIG} }} LIMIT {ROWS}",
+    "worker-side": f"SELECT ?y WHERE {{ {{ ?s {LIKES} ?o {BINDS} {BIG} }} OPTIONAL {{ ?o {LIKES} ?z }} }} LIMIT {ROWS}",
 }
-# The subjects the answer's rows start with: one row per row of this.
+# The subjects the answer's rows start with: one row per row of this (without the LIMIT).
 SUBJECTS = f"SELECT ?s WHERE {{ ?s {LIKES} ?o OPTIONAL {{ ?o {LIKES} ?z }} }}"
 
 
@@ -93,7 +95,7 @@ def test_an_answer_of_huge_literals_costs_the_gateway_megabytes_and_holds_no_one
                 assert line.endswith(SUFFIX) and len(line) > len(SUFFIX), line[:100]
                 got[line[: -len(SUFFIX)]] += 1
         time.sleep(0.3)
-    assert got == subjects, "one row per row of the pattern, each the subject and 2^19 a's"
+    assert got.total() == ROWS and got <= subjects, "rows of the pattern, each the subject and 2^19 a's"
     assert not small.failures and not health.failures, (small.failures[:3], health.failures[:3])
     assert small.worst < STALL_BOUND_S, f"a small /sparql query waited {small.worst:.2f} s"
     assert health.worst < STALL_BOUND_S, f"/healthz waited {health.worst:.2f} s"

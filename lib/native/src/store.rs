@@ -36,6 +36,10 @@ pub struct Store {
     object_shift: u64,
     predicate_gid: Vec<u64>,
     gid_predicate: HashMap<u64, u64>,
+    /// per predicate id, the first and last subject that has it (a zone map): a lookup of
+    /// (s, p) outside it fails without reading the subject's pairs, as (an offer, reviewFor)
+    /// does in BSBM, whose subjects of a kind share a prefix and so a range of ids
+    subject_span: Vec<(u64, u64)>,
 }
 
 /// The end of the run from `start`, whose last position holds one number `k` of `bits`
@@ -74,6 +78,7 @@ impl Store {
             object_shift: nb_subjects - nb_shared,
             predicate_gid: vec![0],
             gid_predicate: HashMap::new(),
+            subject_span: vec![(1, 0)],
             hdt,
             index,
         };
@@ -87,6 +92,16 @@ impl Store {
             };
             store.predicate_gid.push(gid);
             store.gid_predicate.insert(gid, p);
+            // a predicate's entries are its pairs in order, so its subjects in order
+            let (a, b) = store.predicate_entries(p);
+            let span = if a < b {
+                let first = store.index.pred_pairs.get(a as usize);
+                let last = store.index.pred_pairs.get(b as usize - 1);
+                (store.subject_of_pair(first), store.subject_of_pair(last))
+            } else {
+                (1, 0)
+            };
+            store.subject_span.push(span);
         }
         Ok(store)
     }
@@ -248,6 +263,10 @@ impl Store {
 
     /// The pair (s, p), if the subject has the predicate.
     fn find_pair(&self, s: u64, p: u64) -> Option<u64> {
+        let (first, last) = self.subject_span[p as usize];
+        if s < first || s > last {
+            return None;
+        }
         let (a, b) = self.subject_pairs(s);
         let i = self.hdt.seq_y.lower_bound(a as usize, b as usize, p);
         (i < b as usize && self.hdt.seq_y.get(i) == p).then_some(i as u64)

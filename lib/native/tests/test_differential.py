@@ -49,7 +49,14 @@ def patterns(reference: HdtStore, samples: int, seed: int = 13) -> Iterator[Patt
     for s, p, o in picked:
         yield from ((s, 0, 0), (s, p, 0), (s, p, o), (0, p, o), (0, 0, o), (s, 0, o))
     for pid in range(1, reference.doc.nb_predicates + 1):
-        yield (0, reference.predicate_gid[pid], 0)
+        p = reference.predicate_gid[pid]
+        yield (0, p, 0)
+        # the first and last subjects with p, and their neighbours: the store's span of p's
+        # subjects (a lookup outside it answers at once) must hold exactly these
+        first = next(reference.search(0, p, 0))
+        last = next(reference.search(0, p, 0, reference.estimate(0, p, 0) - 1))
+        for s, _, o in (first, last):
+            yield from ((s, p, 0), (s, p, o), (s - 1, p, 0), (s + 1, p, 0), (s + 1, p, o))
     s, p, o = picked[0]
     yield from ((o + 1, p, 0), (0, p, s), (s, 0, s), (-1, 0, 0), (0, 0, -2))
 
