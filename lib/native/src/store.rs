@@ -424,6 +424,11 @@ impl Store {
     pub fn next(&self, cursor: &mut Cursor) -> Option<Triple> {
         match cursor {
             Cursor::Empty => None,
+            Cursor::One(t) => {
+                let t = *t;
+                *cursor = Cursor::Empty;
+                Some(t)
+            }
             Cursor::Range {
                 z,
                 end,
@@ -672,6 +677,8 @@ impl Store {
 #[derive(Clone, Debug)]
 pub enum Cursor {
     Empty,
+    /// one triple known to be in the data (a membership the caller checked itself)
+    One(Triple),
     /// a run of triple positions (`???`, `S??`, `SP?`, `SPO`), with the pair
     /// and subject of the current one
     Range {
