@@ -984,6 +984,14 @@ def test_random_comparisons(engine: Engine, tree: Tree) -> None:
     assert engine.test(expr) == engine.ox_test(expr), expr
 
 
+def test_a_decimal_zero_has_no_sign(engine: Engine) -> None:
+    """0.0 / -3 is the decimal zero, which has no sign: a float divided by it is an infinity of
+    the float's sign (Python's Decimal gives -0, which made it +INF; found by test_random_arithmetic)."""
+    for expr in ("(-('0.75'^^xsd:float)) / (0.0 / (-3))", "1.0e0 / (0.0 * (-2))", "(-1.0e0) / (-0.0)"):
+        assert same_number(engine.value(expr), engine.ox_value(expr)), expr
+    assert str(engine.value("(-('0.75'^^xsd:float)) / (0.0 / (-3))")) == "-INF"
+
+
 def test_decimal_precision() -> None:
     from quanta.sparql.expr_values import arithmetic, make_literal
 

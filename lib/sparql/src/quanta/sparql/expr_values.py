@@ -382,6 +382,8 @@ def _promote(ka: int, x: Number, kb: int, y: Number) -> tuple[int, object, objec
 
 
 def _float(x: int | Decimal | float) -> float:
+    if type(x) is Decimal and not x:
+        return 0.0  # xsd:decimal has one zero, unsigned (Python's Decimal keeps a sign on it)
     try:
         return float(x)
     except OverflowError:  # an integer beyond the doubles
