@@ -129,7 +129,9 @@ impl Kind {
     fn as_f64(self) -> f64 {
         match self {
             Kind::Int(i) => i as f64,
-            Kind::BigInt(x) | Kind::Decimal(x) | Kind::Float(x) | Kind::Double(x) => x,
+            // xsd:decimal has one zero, unsigned: "-0.0" is 0 (adding +0 clears a zero's sign)
+            Kind::Decimal(x) => x + 0.0,
+            Kind::BigInt(x) | Kind::Float(x) | Kind::Double(x) => x,
             _ => f64::NAN,
         }
     }
