@@ -11,6 +11,7 @@ import pytest
 
 from quanta.engine.storage import TripleStore, open_store
 from quanta.testkit.data import shared_dir, write_hdt
+from quanta.testkit.engine import engine_and_reference
 from quanta.testkit.oracle import oxigraph_store
 
 SAMPLE = Path(__file__).resolve().parents[3] / "data" / "watdiv-100k.hdt"
@@ -81,7 +82,4 @@ def small_graph() -> str:
 @pytest.fixture(scope="session")
 def small_stores(tmp_path_factory: pytest.TempPathFactory, small_graph: str) -> tuple[TripleStore, ox.Store]:
     """`small_graph` as an HDT file opened by the engine, and in pyoxigraph."""
-    store = open_store(str(write_hdt(small_graph, tmp_path_factory.mktemp("small"))), name="small")
-    reference = ox.Store()
-    reference.load(small_graph.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, reference
+    return engine_and_reference(small_graph, tmp_path_factory.mktemp("small"), "small")

@@ -12,9 +12,8 @@ import pytest
 
 from quanta.engine.planning.compile import compile_query
 from quanta.engine.planning.planner import distinct_objects
-from quanta.engine.storage import TripleStore, open_store
-from quanta.testkit.data import write_hdt
-from quanta.testkit.engine import run_suspended_at, steps_of
+from quanta.engine.storage import TripleStore
+from quanta.testkit.engine import engine_and_reference, run_suspended_at, steps_of
 from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 EX = "http://example.org/"
@@ -39,11 +38,7 @@ QUERY = P + "SELECT ?t ?r WHERE { ?t a :Type . ?i a ?t . ?r :about ?i . ?r :by ?
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[TripleStore, ox.Store]:
-    text = dataset()
-    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("start"))), name="start")
-    reference = ox.Store()
-    reference.load(text.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, reference
+    return engine_and_reference(dataset(), tmp_path_factory.mktemp("start"), "start")
 
 
 def first_scan(store: TripleStore, query: str) -> tuple[int, int, int]:

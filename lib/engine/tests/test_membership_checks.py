@@ -9,9 +9,8 @@ import pyoxigraph as ox
 import pytest
 
 from quanta.engine.planning.compile import compile_query
-from quanta.engine.storage import TripleStore, open_store
-from quanta.testkit.data import write_hdt
-from quanta.testkit.engine import run_suspended_at, steps_of
+from quanta.engine.storage import TripleStore
+from quanta.testkit.engine import engine_and_reference, run_suspended_at, steps_of
 from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 EX = "http://example.org/"
@@ -43,11 +42,7 @@ QUERIES = {
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[TripleStore, ox.Store]:
-    text = dataset()
-    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("members"))), name="members")
-    reference = ox.Store()
-    reference.load(text.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, reference
+    return engine_and_reference(dataset(), tmp_path_factory.mktemp("members"), "members")
 
 
 @pytest.mark.parametrize("name", QUERIES)

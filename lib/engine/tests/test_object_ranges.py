@@ -18,7 +18,7 @@ from quanta.engine.planning.compile import compile_query
 from quanta.engine.storage import TripleStore, open_store
 from quanta.plan.v1 import plan_pb2 as pb
 from quanta.testkit.data import write_hdt
-from quanta.testkit.engine import run_suspended_at, steps_of
+from quanta.testkit.engine import engine_and_reference, run_suspended_at, steps_of
 from quanta.testkit.oracle import as_multiset, oxigraph_rows
 
 EX = "http://example.org/"
@@ -54,11 +54,7 @@ def dataset(values: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[TripleStore, ox.Store]:
-    text = dataset(tricky_values())
-    store = open_store(str(write_hdt(text, tmp_path_factory.mktemp("dates"))), name="dates")
-    reference = ox.Store()
-    reference.load(text.encode(), ox.RdfFormat.N_TRIPLES)
-    return store, reference
+    return engine_and_reference(dataset(tricky_values()), tmp_path_factory.mktemp("dates"), "dates")
 
 
 def ranged_scans(store: TripleStore, query: str) -> int:

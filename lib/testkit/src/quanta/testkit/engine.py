@@ -4,13 +4,17 @@ suspended at chosen points (after exactly so many steps) and resumed from their 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
+
+import pyoxigraph as ox
 
 from quanta.engine.execute import decode, execute, run
 from quanta.engine.plan import Plan
 from quanta.engine.planning.compile import compile_query
 from quanta.engine.quantum import Quantum, QuantumExpired
-from quanta.engine.storage import TripleStore
+from quanta.engine.storage import TripleStore, open_store
 from quanta.sparql.term_rows import Row
+from quanta.testkit.data import write_hdt
 
 
 def run_paged(
@@ -106,3 +110,11 @@ def steps_of(store: TripleStore, query: str, whole: bool = False) -> tuple[list[
 def run_suspended_at(store: TripleStore, query: str, steps: int) -> list[Row]:
     """Suspend after exactly `steps` steps, resume from the bytes, finish."""
     return run_quanta(store, query, [StepQuantum(steps), Quantum(None)])[0]
+
+
+def engine_and_reference(text: str, folder: Path, name: str) -> tuple[TripleStore, ox.Store]:
+    """N-Triples `text` as an HDT file in `folder` opened by the engine, and in pyoxigraph."""
+    store = open_store(str(write_hdt(text, folder)), name=name)
+    reference = ox.Store()
+    reference.load(text.encode(), ox.RdfFormat.N_TRIPLES)
+    return store, reference
